@@ -1,0 +1,152 @@
+// ExportedProgram: a graph, its signature, the constants it owns and its lowered modules.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/core/status.h"
+#include "kiln/core/tensor.h"
+#include "kiln/ir/graph.h"
+
+namespace kiln {
+
+/// What a placeholder stands for (torch.export's InputKind).
+enum class InputKind : uint8_t { kUserInput, kParameter, kBuffer, kConstantTensor };
+/// What an output is (torch.export's OutputKind).
+enum class OutputKind : uint8_t { kUserOutput, kBufferMutation, kUserInputMutation };
+
+const char* input_kind_name(InputKind kind);    ///< "user_input", "parameter", ...
+const char* output_kind_name(OutputKind kind);  ///< "user_output", "buffer_mutation", ...
+std::optional<InputKind> input_kind_from_name(std::string_view name);
+std::optional<OutputKind> output_kind_from_name(std::string_view name);
+
+/// One placeholder of the graph, in placeholder order.
+struct InputSpec {
+  InputKind kind = InputKind::kUserInput;
+  std::string arg;         ///< placeholder node name
+  std::string target;      ///< constant-store name (parameter, buffer, constant); empty for users
+  bool persistent = true;  ///< buffers only: saved with the model (state_dict) or not
+
+  bool operator==(const InputSpec&) const = default;
+};
+
+/// One value returned by the output node, in output order.
+struct OutputSpec {
+  OutputKind kind = OutputKind::kUserOutput;
+  std::string target;  ///< buffer name (buffer mutation) or user input name (input mutation)
+
+  bool operator==(const OutputSpec&) const = default;
+};
+
+struct GraphSignature {
+  std::vector<InputSpec> inputs;
+  std::vector<OutputSpec> outputs;
+};
+
+/// Named tensors (parameters, buffers, lifted constants). Tensors share bytes copy-on-write.
+class ConstantStore {
+ public:
+  /// Adds or replaces `name`.
+  void set(const std::string& name, Tensor t);
+  /// Tensor named `name`, or null. The pointer lives until the entry is replaced or erased.
+  const Tensor* find(const std::string& name) const;
+  Tensor* find_mutable(const std::string& name);
+  bool contains(const std::string& name) const { return tensors_.count(name) != 0; }
+  bool erase(const std::string& name) { return tensors_.erase(name) != 0; }
+  /// Entries sorted by name.
+  const std::map<std::string, Tensor>& entries() const { return tensors_; }
+  size_t size() const { return tensors_.size(); }
+  /// Sum of nbytes over entries (shared bytes counted once per entry).
+  size_t total_bytes() const;
+
+ private:
+  std::map<std::string, Tensor> tensors_;
+};
+
+/// A compile spec: key and opaque value bytes (ExecuTorch's CompileSpec).
+struct CompileSpec {
+  std::string key;
+  std::vector<uint8_t> value;
+
+  bool operator==(const CompileSpec&) const = default;
+};
+
+class ExportedProgram;
+
+/// A partition lowered to a backend: read by `get_attr` nodes and called by `call_delegate`.
+struct LoweredModule {
+  std::string name;        ///< e.g. "lowered_module_0"; the get_attr target
+  std::string backend_id;  ///< e.g. "xnnpack"
+  std::vector<CompileSpec> compile_specs;
+  std::shared_ptr<const std::vector<uint8_t>> processed_bytes;  ///< the delegate blob
+  std::shared_ptr<ExportedProgram> original_module;  ///< the submodule before preprocess
+  /// Debug-handle map: handle -> node handles of the original graph it covers.
+  std::map<int64_t, std::vector<int64_t>> debug_handle_map;
+};
+
+/// A graph with its signature, constant store and lowered modules. Movable; owns everything.
+class ExportedProgram {
+ public:
+  ExportedProgram();
+  ~ExportedProgram();
+  ExportedProgram(ExportedProgram&&) noexcept;
+  ExportedProgram& operator=(ExportedProgram&&) noexcept;
+
+  Graph& graph() { return *graph_; }
+  const Graph& graph() const { return *graph_; }
+  GraphSignature& signature() { return signature_; }
+  const GraphSignature& signature() const { return signature_; }
+  ConstantStore& constants() { return constants_; }
+  const ConstantStore& constants() const { return constants_; }
+  std::vector<LoweredModule>& lowered_modules() { return lowered_; }
+  const std::vector<LoweredModule>& lowered_modules() const { return lowered_; }
+  const LoweredModule* find_lowered_module(std::string_view name) const;
+
+  // ---- Signature-keeping edits.
+
+  /// Adds a user input placeholder.
+  Node* add_user_input(std::string_view name, TensorSpec spec);
+  /// Adds a parameter placeholder `name` backed by constant `target` (stored from `value`).
+  Node* add_parameter(std::string_view name, const std::string& target, Tensor value);
+  /// Adds a buffer placeholder; `persistent` as in torch's register_buffer.
+  Node* add_buffer(std::string_view name, const std::string& target, Tensor value,
+                   bool persistent = true);
+  /// Adds a lifted tensor constant placeholder.
+  Node* add_constant(std::string_view name, const std::string& target, Tensor value);
+  /// Sets the outputs and their specs (same length).
+  Status set_outputs(const std::vector<Node*>& values, std::vector<OutputSpec> specs);
+  /// Erases placeholder `node` (which must have no users) and its input spec. The constant it
+  /// named is dropped too unless another input still names it.
+  Status erase_input(Node* node);
+  /// Removes output `index` from the output node and the signature.
+  Status erase_output(size_t index);
+
+  /// Input spec of placeholder `node`, or null.
+  const InputSpec* input_spec(const Node* node) const;
+  /// Placeholders of user inputs, in order.
+  std::vector<Node*> user_inputs() const;
+  /// Values returned as user outputs, in order.
+  std::vector<Node*> user_outputs() const;
+  /// Buffer names that some output mutates.
+  std::vector<std::string> mutated_buffers() const;
+
+  /// graph().lint() plus signature checks: one input spec per placeholder in order, one output
+  /// spec per returned value, every constant target present with the placeholder's spec,
+  /// mutation targets valid, get_attr targets present.
+  Status lint() const;
+
+  /// Deep copy: a new graph with the same nodes (by name), same signature; constants share bytes.
+  ExportedProgram clone() const;
+
+ private:
+  std::unique_ptr<Graph> graph_;
+  GraphSignature signature_;
+  ConstantStore constants_;
+  std::vector<LoweredModule> lowered_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,155 @@
+// Node: one operation of a Graph, with exact use-lists (MLIR-style intrusive lists).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/ir/arg.h"
+#include "kiln/ir/op_registry.h"
+#include "kiln/ir/tensor_spec.h"
+
+namespace kiln {
+
+class Graph;
+
+/// The four node kinds of torch.fx that kiln uses.
+enum class OpKind : uint8_t { kPlaceholder, kGetAttr, kCallFunction, kOutput };
+
+/// "placeholder", "get_attr", "call_function", "output".
+const char* op_kind_name(OpKind kind);
+
+/// Quantization parameters attached to a node by the quantizer (per tensor or per channel).
+struct QuantAttrs {
+  DType dtype = DType::kI8;
+  int64_t quant_min = -128;
+  int64_t quant_max = 127;
+  int64_t axis = -1;                 ///< -1: per tensor
+  std::vector<double> scales;        ///< one (per tensor) or one per channel
+  std::vector<int64_t> zero_points;  ///< same count as scales
+
+  bool operator==(const QuantAttrs&) const = default;
+};
+
+/// Typed metadata of a node. `val` is empty while the spec is unknown.
+struct NodeMeta {
+  std::vector<TensorSpec> val;     ///< one spec, or one per tuple element for list returns
+  std::string delegation_tag;      ///< partition tag; empty when untagged
+  int64_t debug_handle = -1;       ///< -1: none
+  bool no_copy = false;            ///< constant must not be duplicated across partitions
+  std::optional<QuantAttrs> quant;
+  std::string source;              ///< where the node came from (an ONNX node name, file:line)
+};
+
+/// One edge: `user` reads `value` at args[arg_index] (or element elem_index of a node list).
+/// Owned by the user node; linked into the value's use-list.
+struct Use {
+  Node* value = nullptr;
+  Node* user = nullptr;
+  Use* prev = nullptr;
+  Use* next = nullptr;
+  uint32_t arg_index = 0;
+  int32_t elem_index = -1;  ///< -1: the arg is a single node
+};
+
+/// A graph node. Owned by its Graph (arena); pointers stay valid until the node is erased or
+/// the graph destroyed. Mutate only through Graph so use-lists and order stay exact.
+class Node {
+ public:
+  uint32_t id() const { return id_; }
+  OpKind op() const { return op_; }
+  /// The called op (kNone unless op() == kCallFunction).
+  OpId target() const { return target_; }
+  /// Target text as printed: the op name, or the placeholder / attribute name.
+  std::string_view target_name() const;
+  const std::string& name() const { return name_; }
+  Graph* graph() const { return graph_; }
+  bool is_call(OpId op) const { return op_ == OpKind::kCallFunction && target_ == op; }
+  /// Schema of the called op; only valid for call_function nodes.
+  const Schema& schema() const { return op_def(target_).schema; }
+
+  /// Positional args, aligned with the schema's positional params (or variadic).
+  std::span<const Arg> args() const { return args_; }
+  const Arg& arg(size_t i) const { return args_[i]; }
+  size_t num_args() const { return args_.size(); }
+  /// Keyword args, aligned with schema().keyword (always complete).
+  std::span<const Arg> kwargs() const { return kwargs_; }
+  /// Keyword arg by name; aborts if the op has no such keyword (a kiln bug, not input).
+  const Arg& kwarg(std::string_view name) const;
+  int64_t kwarg_int(std::string_view name) const { return kwarg(name).to_int(); }
+  double kwarg_float(std::string_view name) const { return kwarg(name).to_float(); }
+  bool kwarg_bool(std::string_view name) const { return kwarg(name).to_bool(); }
+
+  /// Every node this node reads, in argument order, with repeats.
+  std::span<const Use> operands() const { return {uses_.get(), num_uses_}; }
+  size_t num_inputs() const { return num_uses_; }
+  Node* input(size_t i) const { return uses_[i].value; }
+  /// Distinct input nodes in first-use order.
+  std::vector<Node*> input_nodes() const;
+
+  /// Iterates the use-list: every (user, slot) that reads this node.
+  class UseIterator {
+   public:
+    explicit UseIterator(const Use* u) : u_(u) {}
+    const Use& operator*() const { return *u_; }
+    const Use* operator->() const { return u_; }
+    UseIterator& operator++() { u_ = u_->next; return *this; }
+    bool operator==(const UseIterator& o) const { return u_ == o.u_; }
+    bool operator!=(const UseIterator& o) const { return u_ != o.u_; }
+   private:
+    const Use* u_;
+  };
+  struct UseRange {
+    const Use* first;
+    UseIterator begin() const { return UseIterator(first); }
+    UseIterator end() const { return UseIterator(nullptr); }
+  };
+  UseRange uses() const { return {first_use_}; }
+  size_t num_uses() const { return use_count_; }
+  bool has_uses() const { return first_use_ != nullptr; }
+  /// Distinct users in use-list order (as fx's `users` dict).
+  std::vector<Node*> users() const;
+  size_t num_users() const;
+
+  /// Output spec of a single-output node; aborts if unknown (check has_spec()).
+  const TensorSpec& spec() const;
+  bool has_spec() const { return !meta.val.empty(); }
+
+  Node* next() const { return next_; }
+  Node* prev() const { return prev_; }
+  /// True if this node comes before `other` in the graph's order. O(1).
+  bool is_before(const Node* other) const { return order_ < other->order_; }
+  bool erased() const { return erased_; }
+
+  NodeMeta meta;
+
+  /// Only Graph makes nodes (it needs a public constructor for its arena).
+  Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+ private:
+  friend class Graph;
+
+  uint32_t id_ = 0;
+  OpKind op_ = OpKind::kCallFunction;
+  bool erased_ = false;
+  OpId target_ = OpId::kNone;
+  std::string name_;
+  std::string target_str_;  // placeholder / get_attr target
+  std::vector<Arg> args_;
+  std::vector<Arg> kwargs_;
+  std::unique_ptr<Use[]> uses_;
+  uint32_t num_uses_ = 0;
+  uint32_t use_count_ = 0;
+  Use* first_use_ = nullptr;
+  Node* prev_ = nullptr;
+  Node* next_ = nullptr;
+  uint64_t order_ = 0;
+  Graph* graph_ = nullptr;
+};
+
+}  // namespace kiln

@@ -1,0 +1,272 @@
+#include "kiln/ir/exported_program.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace kiln {
+namespace {
+constexpr const char* kInputKindNames[] = {"user_input", "parameter", "buffer", "constant_tensor"};
+constexpr const char* kOutputKindNames[] = {"user_output", "buffer_mutation",
+                                            "user_input_mutation"};
+}  // namespace
+
+const char* input_kind_name(InputKind kind) { return kInputKindNames[static_cast<int>(kind)]; }
+const char* output_kind_name(OutputKind kind) { return kOutputKindNames[static_cast<int>(kind)]; }
+
+std::optional<InputKind> input_kind_from_name(std::string_view name) {
+  for (int i = 0; i < 4; ++i) {
+    if (name == kInputKindNames[i]) return static_cast<InputKind>(i);
+  }
+  return std::nullopt;
+}
+
+std::optional<OutputKind> output_kind_from_name(std::string_view name) {
+  for (int i = 0; i < 3; ++i) {
+    if (name == kOutputKindNames[i]) return static_cast<OutputKind>(i);
+  }
+  return std::nullopt;
+}
+
+void ConstantStore::set(const std::string& name, Tensor t) { tensors_[name] = std::move(t); }
+
+const Tensor* ConstantStore::find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+Tensor* ConstantStore::find_mutable(const std::string& name) {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+size_t ConstantStore::total_bytes() const {
+  size_t total = 0;
+  for (const auto& [name, t] : tensors_) total += t.nbytes();
+  return total;
+}
+
+ExportedProgram::ExportedProgram() : graph_(std::make_unique<Graph>()) {}
+ExportedProgram::~ExportedProgram() = default;
+ExportedProgram::ExportedProgram(ExportedProgram&&) noexcept = default;
+ExportedProgram& ExportedProgram::operator=(ExportedProgram&&) noexcept = default;
+
+const LoweredModule* ExportedProgram::find_lowered_module(std::string_view name) const {
+  for (const auto& m : lowered_) {
+    if (m.name == name) return &m;
+  }
+  return nullptr;
+}
+
+Node* ExportedProgram::add_user_input(std::string_view name, TensorSpec spec) {
+  Node* n = graph_->add_placeholder(name, std::move(spec));
+  signature_.inputs.push_back({InputKind::kUserInput, n->name(), "", true});
+  return n;
+}
+
+namespace {
+TensorSpec spec_of(const Tensor& t) { return TensorSpec::of(t.dtype(), t.shape()); }
+}  // namespace
+
+Node* ExportedProgram::add_parameter(std::string_view name, const std::string& target,
+                                     Tensor value) {
+  Node* n = graph_->add_placeholder(name, spec_of(value));
+  constants_.set(target, std::move(value));
+  signature_.inputs.push_back({InputKind::kParameter, n->name(), target, true});
+  return n;
+}
+
+Node* ExportedProgram::add_buffer(std::string_view name, const std::string& target, Tensor value,
+                                  bool persistent) {
+  Node* n = graph_->add_placeholder(name, spec_of(value));
+  constants_.set(target, std::move(value));
+  signature_.inputs.push_back({InputKind::kBuffer, n->name(), target, persistent});
+  return n;
+}
+
+Node* ExportedProgram::add_constant(std::string_view name, const std::string& target,
+                                    Tensor value) {
+  Node* n = graph_->add_placeholder(name, spec_of(value));
+  constants_.set(target, std::move(value));
+  signature_.inputs.push_back({InputKind::kConstantTensor, n->name(), target, true});
+  return n;
+}
+
+Status ExportedProgram::set_outputs(const std::vector<Node*>& values,
+                                    std::vector<OutputSpec> specs) {
+  if (values.size() != specs.size()) {
+    return invalid_argument("set_outputs: {} values but {} output specs", values.size(),
+                            specs.size());
+  }
+  graph_->set_output(values);
+  signature_.outputs = std::move(specs);
+  return Status::Ok();
+}
+
+Status ExportedProgram::erase_input(Node* node) {
+  if (node->op() != OpKind::kPlaceholder) {
+    return invalid_argument("erase_input: node '{}' is not a placeholder", node->name());
+  }
+  if (node->has_uses()) {
+    return invalid_argument("erase_input: placeholder '{}' still has {} users", node->name(),
+                            node->num_users());
+  }
+  auto& ins = signature_.inputs;
+  auto it = std::find_if(ins.begin(), ins.end(), [&](const InputSpec& s) { return s.arg == node->name(); });
+  if (it == ins.end()) {
+    return invalid_argument("erase_input: placeholder '{}' has no input spec", node->name());
+  }
+  std::string target = it->target;
+  ins.erase(it);
+  graph_->erase(node);
+  if (!target.empty()) {
+    bool still_named = std::any_of(ins.begin(), ins.end(),
+                                   [&](const InputSpec& s) { return s.target == target; });
+    if (!still_named) constants_.erase(target);
+  }
+  return Status::Ok();
+}
+
+Status ExportedProgram::erase_output(size_t index) {
+  Node* out = graph_->output_node();
+  if (out == nullptr || index >= signature_.outputs.size()) {
+    return invalid_argument("erase_output: no output {}", index);
+  }
+  std::vector<Node*> values = out->arg(0).nodes();
+  if (index >= values.size()) return invalid_argument("erase_output: no output {}", index);
+  values.erase(values.begin() + static_cast<std::ptrdiff_t>(index));
+  KILN_RETURN_IF_ERROR(graph_->set_args(out, {Arg(values)}));
+  signature_.outputs.erase(signature_.outputs.begin() + static_cast<std::ptrdiff_t>(index));
+  return Status::Ok();
+}
+
+const InputSpec* ExportedProgram::input_spec(const Node* node) const {
+  for (const auto& s : signature_.inputs) {
+    if (s.arg == node->name()) return &s;
+  }
+  return nullptr;
+}
+
+std::vector<Node*> ExportedProgram::user_inputs() const {
+  std::vector<Node*> out;
+  for (const auto& s : signature_.inputs) {
+    if (s.kind == InputKind::kUserInput) out.push_back(graph_->find(s.arg));
+  }
+  return out;
+}
+
+std::vector<Node*> ExportedProgram::user_outputs() const {
+  std::vector<Node*> out;
+  const Node* o = graph_->output_node();
+  if (o == nullptr) return out;
+  const auto& values = o->arg(0).nodes();
+  for (size_t i = 0; i < values.size() && i < signature_.outputs.size(); ++i) {
+    if (signature_.outputs[i].kind == OutputKind::kUserOutput) out.push_back(values[i]);
+  }
+  return out;
+}
+
+std::vector<std::string> ExportedProgram::mutated_buffers() const {
+  std::vector<std::string> out;
+  for (const auto& s : signature_.outputs) {
+    if (s.kind == OutputKind::kBufferMutation) out.push_back(s.target);
+  }
+  return out;
+}
+
+Status ExportedProgram::lint() const {
+  KILN_RETURN_IF_ERROR(graph_->lint());
+  auto ph = graph_->placeholders();
+  const auto& ins = signature_.inputs;
+  if (ph.size() != ins.size()) {
+    return internal_error("lint: graph has {} placeholders but the signature lists {} inputs",
+                          ph.size(), ins.size());
+  }
+  std::unordered_set<std::string> buffers, user_inputs;
+  for (size_t i = 0; i < ph.size(); ++i) {
+    const InputSpec& s = ins[i];
+    if (ph[i]->name() != s.arg) {
+      return internal_error("lint: input {} is placeholder '{}' but the signature names '{}'", i,
+                            ph[i]->name(), s.arg);
+    }
+    if (s.kind == InputKind::kUserInput) {
+      user_inputs.insert(s.arg);
+      continue;
+    }
+    const Tensor* t = constants_.find(s.target);
+    if (t == nullptr) {
+      return internal_error("lint: {} '{}' names constant '{}', which is not in the store",
+                            input_kind_name(s.kind), s.arg, s.target);
+    }
+    if (ph[i]->has_spec() && ph[i]->spec() != spec_of(*t)) {
+      return internal_error("lint: placeholder '{}' is {} but constant '{}' is {}", s.arg,
+                            ph[i]->spec().to_string(), s.target, spec_of(*t).to_string());
+    }
+    if (s.kind == InputKind::kBuffer) buffers.insert(s.target);
+  }
+  const Node* out = graph_->output_node();
+  size_t n_out = out ? out->arg(0).nodes().size() : 0;
+  if (n_out != signature_.outputs.size()) {
+    return internal_error("lint: graph returns {} values but the signature lists {} outputs",
+                          n_out, signature_.outputs.size());
+  }
+  for (size_t i = 0; i < signature_.outputs.size(); ++i) {
+    const OutputSpec& s = signature_.outputs[i];
+    if (s.kind == OutputKind::kBufferMutation && buffers.count(s.target) == 0) {
+      return internal_error("lint: output {} mutates '{}', which is not a buffer input", i,
+                            s.target);
+    }
+    if (s.kind == OutputKind::kUserInputMutation && user_inputs.count(s.target) == 0) {
+      return internal_error("lint: output {} mutates '{}', which is not a user input", i, s.target);
+    }
+  }
+  for (Node* n : graph_->nodes()) {
+    if (n->op() != OpKind::kGetAttr) continue;
+    std::string target(n->target_name());
+    if (!constants_.contains(target) && find_lowered_module(target) == nullptr) {
+      return internal_error("lint: get_attr '{}' reads '{}', which is neither a constant nor a "
+                            "lowered module",
+                            n->name(), target);
+    }
+  }
+  return Status::Ok();
+}
+
+ExportedProgram ExportedProgram::clone() const {
+  ExportedProgram ep;
+  Graph& g = *ep.graph_;
+  std::vector<Node*> map(graph_->id_bound(), nullptr);
+  auto remap = [&](const Arg& a) -> Arg {
+    if (a.is_node()) return Arg(map[a.node()->id()]);
+    if (a.is_node_list()) {
+      std::vector<Node*> l;
+      for (Node* v : a.nodes()) l.push_back(map[v->id()]);
+      return Arg(std::move(l));
+    }
+    return a;
+  };
+  for (Node* n : graph_->nodes()) {
+    Node* c = nullptr;
+    switch (n->op()) {
+      case OpKind::kPlaceholder: c = g.add_placeholder(n->name(), TensorSpec()); break;
+      case OpKind::kGetAttr: c = g.add_get_attr(n->target_name(), n->name()); break;
+      case OpKind::kOutput: c = g.set_output(remap(n->arg(0)).nodes()); break;
+      case OpKind::kCallFunction: {
+        std::vector<Arg> args;
+        for (const Arg& a : n->args()) args.push_back(remap(a));
+        std::vector<Arg> kw(n->kwargs().begin(), n->kwargs().end());
+        auto r = g.add_call_exact(n->target(), std::move(args), std::move(kw), n->name(), false);
+        KILN_CHECK(r.ok());
+        c = *r;
+        break;
+      }
+    }
+    c->meta = n->meta;
+    map[n->id()] = c;
+  }
+  ep.signature_ = signature_;
+  ep.constants_ = constants_;
+  ep.lowered_ = lowered_;
+  return ep;
+}
+
+}  // namespace kiln

@@ -1,0 +1,495 @@
+// Shape inference: reshaping, data movement and indexing ops.
+#include <algorithm>
+#include <limits>
+
+#include "shape_inference.h"
+#include "shape_inference_util.h"
+
+namespace kiln::shape {
+namespace {
+
+// A Python-style slice bound: None keeps the edge, negatives count from the end.
+int64_t clamp_bound(int64_t v, int64_t n) {
+  if (v < 0) v += n;
+  return std::clamp<int64_t>(v, 0, n);
+}
+
+constexpr int64_t kOpenEnd = std::numeric_limits<int64_t>::max() / 2;
+
+}  // namespace
+
+Status infer_reshape(const Node& node, std::vector<TensorSpec>* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  std::string_view arg = node.target() == OpId::kView ? "size" : "shape";
+  const auto& size = node.kwarg(arg).to_ints();
+  int infer_at = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < size.size(); ++i) {
+    if (size[i] == -1) {
+      if (infer_at >= 0) {
+        return invalid_argument("argument '{}': got {}, expected at most one -1", arg,
+                                ints_string(size));
+      }
+      infer_at = static_cast<int>(i);
+    } else if (size[i] < 0) {
+      return invalid_argument("argument '{}': got {}, expected sizes >= 0 or a single -1", arg,
+                              ints_string(size));
+    } else if (__builtin_mul_overflow(known, size[i], &known)) {
+      return out_of_range("argument '{}': got {}, whose element count overflows", arg,
+                          ints_string(size));
+    }
+  }
+  std::vector<Dim> shape(size.begin(), size.end());
+  int64_t static_in = 1;
+  std::vector<Dim> syms;
+  for (const Dim& d : self.shape) {
+    if (!d.is_static()) {
+      syms.push_back(d);
+    } else if (__builtin_mul_overflow(static_in, d.value(), &static_in)) {
+      return out_of_range("argument 'self': got {}, whose element count overflows",
+                          self.to_string());
+    }
+  }
+  auto mismatch = [&]() {
+    return invalid_argument("argument '{}': got {}, which does not fit the elements of self {}",
+                            arg, ints_string(size), self.to_string());
+  };
+  if (infer_at >= 0 && known == 0) {
+    return invalid_argument("argument '{}': got {}, where -1 is ambiguous next to a 0 size", arg,
+                            ints_string(size));
+  }
+  if (syms.empty()) {
+    if (infer_at < 0) {
+      if (known != static_in) return mismatch();
+    } else {
+      if (static_in % known != 0) return mismatch();
+      shape[static_cast<size_t>(infer_at)] = static_in / known;
+    }
+    return single(out, self.dtype, std::move(shape));
+  }
+  // Symbolic input: the symbols' product is unknown, so only divisibility can be checked.
+  if (infer_at < 0) {
+    if (static_in == 0 ? known != 0 : known % static_in != 0) return mismatch();
+    return single(out, self.dtype, std::move(shape));
+  }
+  Dim sym = dim_product(syms, 0, syms.size());
+  Dim inferred;
+  if (static_in % known == 0) {
+    inferred = dim_mul(sym, Dim(static_in / known));
+  } else if (static_in != 0 && known % static_in == 0) {
+    inferred = dim_div(sym, known / static_in);
+  } else {
+    inferred = dim_div(dim_mul(sym, Dim(static_in)), known);
+  }
+  shape[static_cast<size_t>(infer_at)] = inferred;
+  return single(out, self.dtype, std::move(shape));
+}
+
+Status infer_permute(const Node& node, std::vector<TensorSpec>* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  const auto& dims = node.kwarg("dims").to_ints();
+  if (dims.size() != self.rank()) {
+    return invalid_argument("argument 'dims': got {}, expected {} dims for self {}",
+                            ints_string(dims), self.rank(), self.to_string());
+  }
+  std::vector<bool> seen(self.rank(), false);
+  std::vector<Dim> shape;
+  for (int64_t d : dims) {
+    int64_t nd = 0;
+    KILN_RETURN_IF_ERROR(normalize_dim(d, self.rank(), "dims", &nd));
+    if (seen[static_cast<size_t>(nd)]) {
+      return invalid_argument("argument 'dims': got {}, dim {} appears more than once",
+                              ints_string(dims), nd);
+    }
+    seen[static_cast<size_t>(nd)] = true;
+    shape.push_back(self.shape[static_cast<size_t>(nd)]);
+  }
+  return single(out, self.dtype, std::move(shape));
+}
+
+Status infer_transpose(const Node& node, std::vector<TensorSpec>* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  int64_t a = 0, b = 0;
+  KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim0"), self.rank(), "dim0", &a, true));
+  KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim1"), self.rank(), "dim1", &b, true));
+  std::vector<Dim> shape = self.shape;
+  if (!shape.empty()) std::swap(shape[static_cast<size_t>(a)], shape[static_cast<size_t>(b)]);
+  return single(out, self.dtype, std::move(shape));
+}
+
+Status infer_squeeze(const Node& node, std::vector<TensorSpec>* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  const Arg& dim_arg = node.kwarg("dim");
+  std::vector<bool> target(self.rank(), dim_arg.is_none());
+  if (!dim_arg.is_none()) {
+    for (int64_t d : dim_arg.to_ints()) {
+      int64_t nd = 0;
+      KILN_RETURN_IF_ERROR(normalize_dim(d, self.rank(), "dim", &nd, true));
+      if (self.rank() > 0) target[static_cast<size_t>(nd)] = true;
+    }
+  }
+  std::vector<Dim> shape;
+  for (size_t i = 0; i < self.rank(); ++i) {
+    // Only dims known to be 1 go; torch leaves other dims named in `dim` as they are.
+    bool one = self.shape[i].is_static() && self.shape[i].value() == 1;
+    if (!(target[i] && one)) shape.push_back(self.shape[i]);
+  }
+  return single(out, self.dtype, std::move(shape));
+}
+
+Status infer_unsqueeze(const Node& node, std::vector<TensorSpec>* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  int64_t d = 0;
+  KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim"), self.rank() + 1, "dim", &d));
+  std::vector<Dim> shape = self.shape;
+  shape.insert(shape.begin() + d, Dim(1));
+  return single(out, self.dtype, std::move(shape));
+}
+
+Status infer_flatten(const Node& node, std::vector<TensorSpec>* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  int64_t start = 0, end = 0;
+  KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("start_dim"), self.rank(), "start_dim", &start, true));
+  KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("end_dim"), self.rank(), "end_dim", &end, true));
+  if (start > end) {
+    return invalid_argument("argument 'start_dim': got {}, which comes after end_dim {}",
+                            node.kwarg_int("start_dim"), node.kwarg_int("end_dim"));
+  }
+  if (self.rank() == 0) return single(out, self.dtype, {Dim(1)});
+  auto s = static_cast<size_t>(start), e = static_cast<size_t>(end);
+  std::vector<Dim> shape(self.shape.begin(), self.shape.begin() + start);
+  shape.push_back(dim_product(self.shape, s, e + 1));
+  shape.insert(shape.end(), self.shape.begin() + end + 1, self.shape.end());
+  return single(out, self.dtype, std::move(shape));
+}
+
+Status infer_expand(const Node& node, std::vector<TensorSpec>* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  const auto& size = node.kwarg("size").to_ints();
+  if (size.size() < self.rank()) {
+    return invalid_argument("argument 'size': got {}, expected at least {} dims for self {}",
+                            ints_string(size), self.rank(), self.to_string());
+  }
+  size_t lead = size.size() - self.rank();
+  std::vector<Dim> shape;
+  for (size_t i = 0; i < size.size(); ++i) {
+    int64_t t = size[i];
+    if (i < lead) {
+      if (t < 0) {
+        return invalid_argument("argument 'size': got {}, expected a size >= 0 for new dim {}",
+                                ints_string(size), i);
+      }
+      shape.push_back(t);
+      continue;
+    }
+    const Dim& d = self.shape[i - lead];
+    if (t == -1) {
+      shape.push_back(d);
+    } else if (t < 0) {
+      return invalid_argument("argument 'size': got {}, expected sizes >= 0 or -1",
+                              ints_string(size));
+    } else if (d == Dim(t) || d == Dim(1) || !d.is_static()) {
+      shape.push_back(t);
+    } else {
+      return invalid_argument("argument 'size': got {}, which cannot expand dim {} of size {} "
+                              "of self {}",
+                              ints_string(size), i - lead, d.value(), self.to_string());
+    }
+  }
+  return single(out, self.dtype, std::move(shape));
+}
+
+Status infer_cat(const Node& node, std::vector<TensorSpec>* out) {
+  const auto& tensors = node.arg(0).nodes();
+  if (tensors.empty()) return invalid_argument("argument 'tensors': got an empty list");
+  const TensorSpec& first = tensors[0]->spec();
+  int64_t dim = 0;
+  KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim"), first.rank(), "dim", &dim));
+  auto d = static_cast<size_t>(dim);
+  std::vector<Dim> shape = first.shape;
+  DType dtype = first.dtype;
+  for (size_t t = 1; t < tensors.size(); ++t) {
+    const TensorSpec& s = tensors[t]->spec();
+    bool ok = s.rank() == first.rank();
+    for (size_t i = 0; ok && i < s.rank(); ++i) {
+      if (i != d) ok = dims_compatible(s.shape[i], shape[i]);
+    }
+    if (!ok) {
+      return invalid_argument("argument 'tensors': element {} is {}, expected the shape of "
+                              "element 0 {} except at dim {}",
+                              t, s.to_string(), first.to_string(), dim);
+    }
+    for (size_t i = 0; i < s.rank(); ++i) {
+      shape[i] = i == d ? dim_add(shape[i], s.shape[i]) : merge_dims(shape[i], s.shape[i]);
+    }
+    dtype = promote_types(dtype, s.dtype);
+  }
+  return single(out, dtype, std::move(shape));
+}
+
+Status infer_split(const Node& node, std::vector<TensorSpec>* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  int64_t dim = 0;
+  KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim"), self.rank(), "dim", &dim));
+  const Dim& n = self.shape[static_cast<size_t>(dim)];
+  const auto& sizes = node.kwarg("split_sizes").to_ints();
+  if (sizes.empty()) return invalid_argument("argument 'split_sizes': got [], expected sizes");
+  KILN_RETURN_IF_ERROR(bounded_ints("split_sizes", sizes));
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s < 0) {
+      return invalid_argument("argument 'split_sizes': got {}, expected sizes >= 0",
+                              ints_string(sizes));
+    }
+    total += s;
+  }
+  std::vector<int64_t> pieces = sizes;
+  // One size that is not the whole dim is torch.split's chunk size (last chunk may be short).
+  if (sizes.size() == 1 && !(n.is_static() && n.value() == total)) {
+    if (!n.is_static()) {
+      return invalid_argument("argument 'split_sizes': got {}, but dim {} of self {} is "
+                              "symbolic; give every piece's size",
+                              ints_string(sizes), dim, self.to_string());
+    }
+    int64_t chunk = sizes[0];
+    if (chunk == 0) {
+      return invalid_argument("argument 'split_sizes': got [0], expected a positive chunk size");
+    }
+    pieces.clear();
+    for (int64_t left = n.value(); left > 0; left -= chunk) pieces.push_back(std::min(chunk, left));
+    if (pieces.empty()) pieces.push_back(0);
+  } else if (n.is_static() && n.value() != total) {
+    return invalid_argument("argument 'split_sizes': got {} (sum {}), expected sizes summing to "
+                            "{} (dim {} of self {})",
+                            ints_string(sizes), total, n.value(), dim, self.to_string());
+  }
+  out->clear();
+  for (int64_t p : pieces) {
+    std::vector<Dim> shape = self.shape;
+    shape[static_cast<size_t>(dim)] = p;
+    out->emplace_back(self.dtype, std::move(shape));
+  }
+  return Status::Ok();
+}
+
+Status infer_slice(const Node& node, std::vector<TensorSpec>* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  int64_t dim = 0;
+  KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim"), self.rank(), "dim", &dim));
+  int64_t step = node.kwarg_int("step");
+  if (step <= 0) return invalid_argument("argument 'step': got {}, expected >= 1", step);
+  // Bounds past any real size behave like the open end; clamping keeps the arithmetic exact.
+  step = std::min(step, kOpenEnd);
+  const Arg& sa = node.kwarg("start");
+  const Arg& ea = node.kwarg("end");
+  int64_t start = sa.is_none() ? 0 : std::clamp(sa.to_int(), -kOpenEnd, kOpenEnd);
+  int64_t end = ea.is_none() ? kOpenEnd : std::clamp(ea.to_int(), -kOpenEnd, kOpenEnd);
+  const Dim& n = self.shape[static_cast<size_t>(dim)];
+  Dim len;
+  if (n.is_static()) {
+    int64_t s = clamp_bound(start, n.value()), e = clamp_bound(end, n.value());
+    len = e > s ? (e - s - 1) / step + 1 : 0;
+  } else if (start >= 0 && end >= kOpenEnd) {
+    len = dim_affine_div(n, -start + step - 1, step, 0);
+  } else if (start >= 0 && end < 0) {
+    len = dim_affine_div(n, end - start + step - 1, step, 0);
+  } else if (start < 0 && end >= kOpenEnd) {
+    // The last -start elements, assuming the symbol is at least that long.
+    len = (-start + step - 1) / step;
+  } else if (start >= 0 && end >= start) {
+    // torch.export's assumption too: a static end is within the symbolic size.
+    len = (end - start + step - 1) / step;
+  } else if (start < 0 && end < 0) {
+    len = end > start ? (end - start + step - 1) / step : 0;
+  } else {
+    return unsupported("argument 'start': slice [{}:{}] of symbolic dim {} has no known length",
+                       start, end, n.to_string());
+  }
+  std::vector<Dim> shape = self.shape;
+  shape[static_cast<size_t>(dim)] = len;
+  return single(out, self.dtype, std::move(shape));
+}
+
+Status infer_select(const Node& node, std::vector<TensorSpec>* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  int64_t dim = 0;
+  KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim"), self.rank(), "dim", &dim));
+  const Dim& n = self.shape[static_cast<size_t>(dim)];
+  int64_t index = node.kwarg_int("index");
+  if (n.is_static() && (index < -n.value() || index >= n.value())) {
+    return invalid_argument("argument 'index': got {}, expected an index in [{}, {}] for dim {} "
+                            "of self {}",
+                            index, -n.value(), n.value() - 1, dim, self.to_string());
+  }
+  std::vector<Dim> shape = self.shape;
+  shape.erase(shape.begin() + dim);
+  return single(out, self.dtype, std::move(shape));
+}
+
+Status infer_index_select(const Node& node, std::vector<TensorSpec>* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  const TensorSpec& index = arg_spec(node, 1);
+  KILN_RETURN_IF_ERROR(expect_index("index", index));
+  if (index.rank() > 1) {
+    return invalid_argument("argument 'index': got {}, expected rank 0 or 1", index.to_string());
+  }
+  int64_t dim = 0;
+  KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim"), self.rank(), "dim", &dim, true));
+  std::vector<Dim> shape = self.shape;
+  if (!shape.empty()) shape[static_cast<size_t>(dim)] = index.rank() == 1 ? index.shape[0] : Dim(1);
+  return single(out, self.dtype, std::move(shape));
+}
+
+Status infer_gather(const Node& node, std::vector<TensorSpec>* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  const TensorSpec& index = arg_spec(node, 1);
+  KILN_RETURN_IF_ERROR(expect_index("index", index));
+  int64_t dim = 0;
+  KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim"), self.rank(), "dim", &dim, true));
+  if (index.rank() != self.rank()) {
+    return invalid_argument("argument 'index': got {}, expected rank {} to match self {}",
+                            index.to_string(), self.rank(), self.to_string());
+  }
+  for (size_t i = 0; i < self.rank(); ++i) {
+    const Dim& a = index.shape[i];
+    const Dim& b = self.shape[i];
+    if (static_cast<int64_t>(i) != dim && a.is_static() && b.is_static() && a.value() > b.value()) {
+      return invalid_argument("argument 'index': got {}, expected size at most {} at dim {} "
+                              "(self {})",
+                              index.to_string(), b.value(), i, self.to_string());
+    }
+  }
+  return single(out, self.dtype, index.shape);
+}
+
+Status infer_pad(const Node& node, std::vector<TensorSpec>* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  const auto& pad = node.kwarg("pad").to_ints();
+  const std::string& mode = node.kwarg("mode").to_str();
+  if (mode != "constant" && mode != "reflect" && mode != "replicate" && mode != "circular") {
+    return invalid_argument("argument 'mode': got \"{}\", expected \"constant\", \"reflect\", "
+                            "\"replicate\" or \"circular\"",
+                            mode);
+  }
+  if (pad.size() % 2 != 0 || pad.size() / 2 > self.rank()) {
+    return invalid_argument("argument 'pad': got {}, expected pairs for at most the {} dims of "
+                            "self {}",
+                            ints_string(pad), self.rank(), self.to_string());
+  }
+  KILN_RETURN_IF_ERROR(bounded_ints("pad", pad));
+  std::vector<Dim> shape = self.shape;
+  for (size_t p = 0; p < pad.size() / 2; ++p) {
+    size_t d = self.rank() - 1 - p;
+    int64_t before = pad[2 * p], after = pad[2 * p + 1];
+    const Dim& n = self.shape[d];
+    if (mode == "reflect" && n.is_static() && (before >= n.value() || after >= n.value())) {
+      return invalid_argument("argument 'pad': got {}, expected reflect padding below the size "
+                              "{} of dim {}",
+                              ints_string(pad), n.value(), d);
+    }
+    if (mode != "constant" && (before < 0 || after < 0)) {
+      return invalid_argument("argument 'pad': got {}, expected non-negative values for mode "
+                              "\"{}\"",
+                              ints_string(pad), mode);
+    }
+    shape[d] = dim_offset(n, before + after);
+    if (shape[d].is_static() && shape[d].value() < 0) {
+      return invalid_argument("argument 'pad': got {}, which leaves size {} at dim {} of self {}",
+                              ints_string(pad), shape[d].value(), d, self.to_string());
+    }
+  }
+  return single(out, self.dtype, std::move(shape));
+}
+
+Status infer_pixel_shuffle(const Node& node, std::vector<TensorSpec>* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  int64_t r = node.kwarg_int("upscale_factor");
+  if (r <= 0 || r > (1 << 16)) {
+    return invalid_argument("argument 'upscale_factor': got {}, expected 1 to 65536", r);
+  }
+  if (self.rank() < 3) {
+    return invalid_argument("argument 'self': got {}, expected rank at least 3", self.to_string());
+  }
+  std::vector<Dim> shape = self.shape;
+  size_t c = self.rank() - 3;
+  const Dim& ch = shape[c];
+  if (ch.is_static() && ch.value() % (r * r) != 0) {
+    return invalid_argument("argument 'upscale_factor': got {}, but channels {} of self {} are "
+                            "not divisible by {}",
+                            r, ch.value(), self.to_string(), r * r);
+  }
+  shape[c] = dim_div(ch, r * r);
+  shape[c + 1] = dim_mul(shape[c + 1], Dim(r));
+  shape[c + 2] = dim_mul(shape[c + 2], Dim(r));
+  return single(out, self.dtype, std::move(shape));
+}
+
+Status infer_pixel_unshuffle(const Node& node, std::vector<TensorSpec>* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  int64_t r = node.kwarg_int("downscale_factor");
+  if (r <= 0 || r > (1 << 16)) {
+    return invalid_argument("argument 'downscale_factor': got {}, expected 1 to 65536", r);
+  }
+  if (self.rank() < 3) {
+    return invalid_argument("argument 'self': got {}, expected rank at least 3", self.to_string());
+  }
+  std::vector<Dim> shape = self.shape;
+  size_t c = self.rank() - 3;
+  for (size_t i = c + 1; i < c + 3; ++i) {
+    if (shape[i].is_static() && shape[i].value() % r != 0) {
+      return invalid_argument("argument 'downscale_factor': got {}, but dim {} of self {} is "
+                              "not divisible by it",
+                              r, i, self.to_string());
+    }
+    shape[i] = dim_div(shape[i], r);
+  }
+  shape[c] = dim_mul(shape[c], Dim(r * r));
+  return single(out, self.dtype, std::move(shape));
+}
+
+Status infer_index_put(const Node& node, std::vector<TensorSpec>* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  const auto& indices = node.arg(1).nodes();
+  const TensorSpec& values = arg_spec(node, 2);
+  KILN_RETURN_IF_ERROR(expect_same_dtype("values", values, "self", self));
+  if (indices.empty()) return invalid_argument("argument 'indices': got an empty list");
+  size_t covered = 0;
+  bool all_int = true;
+  std::vector<Dim> index_shape;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const TensorSpec& ix = indices[i]->spec();
+    if (ix.dtype == DType::kBool || ix.dtype == DType::kU8) {
+      covered += std::max<size_t>(ix.rank(), 1);
+      all_int = false;
+    } else if (ix.dtype == DType::kI64 || ix.dtype == DType::kI32) {
+      covered += 1;
+      TensorSpec acc(ix.dtype, index_shape);
+      KILN_RETURN_IF_ERROR(broadcast_shapes(index_shape, ix.shape, "indices", acc, "indices", ix,
+                                            &index_shape));
+    } else {
+      return invalid_argument("argument 'indices': element {} is {}, expected an i32, i64 or "
+                              "bool tensor",
+                              i, ix.to_string());
+    }
+  }
+  if (covered > self.rank()) {
+    return invalid_argument("argument 'indices': got {} indexed dims, but self {} has rank {}",
+                            covered, self.to_string(), self.rank());
+  }
+  if (all_int) {
+    // values broadcast to the indexed result: the index shape, then the untouched dims.
+    std::vector<Dim> target = index_shape;
+    target.insert(target.end(), self.shape.begin() + static_cast<ptrdiff_t>(covered), self.shape.end());
+    TensorSpec t(self.dtype, target);
+    std::vector<Dim> b;
+    KILN_RETURN_IF_ERROR(broadcast_shapes(target, values.shape, "indexed self", t, "values",
+                                          values, &b));
+    if (b.size() != target.size()) {
+      return invalid_argument("argument 'values': got {}, expected a shape that broadcasts to {}",
+                              values.to_string(), shape_string(target));
+    }
+  }
+  return single(out, self.dtype, self.shape);
+}
+
+}  // namespace kiln::shape

@@ -1,0 +1,91 @@
+// kiln inspect MODEL: op histogram, signature, constants and their sizes.
+#include <algorithm>
+#include <iostream>
+#include <map>
+
+#include "commands.h"
+#include "kiln/ir/kir.h"
+
+namespace kiln::tool {
+namespace {
+
+std::string human_bytes(size_t bytes) {
+  if (bytes >= (size_t{1} << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+  if (bytes >= (size_t{1} << 10)) return fmt::format("{:.1f} KiB", static_cast<double>(bytes) / (1 << 10));
+  return fmt::format("{} B", bytes);
+}
+
+void print_inspection(const ExportedProgram& p, bool show_graph, std::ostream& os) {
+  const Graph& g = p.graph();
+  std::map<std::string, size_t> histogram;
+  size_t calls = 0;
+  for (Node* n : g.nodes()) {
+    if (n->op() != OpKind::kCallFunction) continue;
+    ++calls;
+    ++histogram[std::string(n->target_name())];
+  }
+  os << fmt::format("nodes: {} ({} calls)\n", g.size(), calls);
+  std::vector<std::pair<std::string, size_t>> ops(histogram.begin(), histogram.end());
+  std::stable_sort(ops.begin(), ops.end(), [](auto& a, auto& b) { return a.second > b.second; });
+  os << "ops:\n";
+  for (const auto& [name, count] : ops) os << fmt::format("  {:<32} {:>7}\n", name, count);
+
+  os << "inputs:\n";
+  for (const InputSpec& s : p.signature().inputs) {
+    Node* n = g.find(s.arg);
+    std::string spec = n && n->has_spec() ? n->spec().to_string() : "?";
+    if (s.kind == InputKind::kUserInput) {
+      os << fmt::format("  {:<32} {:<16} {}\n", s.arg, input_kind_name(s.kind), spec);
+    }
+  }
+  size_t n_params = 0;
+  for (const InputSpec& s : p.signature().inputs) n_params += s.kind != InputKind::kUserInput;
+  os << fmt::format("  (+ {} parameters, buffers and constants)\n", n_params);
+  os << "outputs:\n";
+  const Node* out = g.output_node();
+  for (size_t i = 0; i < p.signature().outputs.size(); ++i) {
+    const OutputSpec& s = p.signature().outputs[i];
+    const Node* v = out ? out->arg(0).nodes()[i] : nullptr;
+    std::string spec = v && v->has_spec() ? v->spec().to_string() : "?";
+    std::string target = s.target.empty() ? "" : " -> " + s.target;
+    os << fmt::format("  {:<32} {:<16} {}{}\n", v ? v->name() : "?", output_kind_name(s.kind), spec, target);
+  }
+  const auto& constants = p.constants().entries();
+  os << fmt::format("constants: {} tensors, {}\n", constants.size(),
+                    human_bytes(p.constants().total_bytes()));
+  std::vector<std::pair<std::string, size_t>> sizes;
+  for (const auto& [name, t] : constants) sizes.emplace_back(name, t.nbytes());
+  std::stable_sort(sizes.begin(), sizes.end(), [](auto& a, auto& b) { return a.second > b.second; });
+  for (size_t i = 0; i < sizes.size() && i < 10; ++i) {
+    const Tensor& t = constants.at(sizes[i].first);
+    os << fmt::format("  {:<32} {:<24} {}\n", sizes[i].first, format_shape(t.dtype(), t.shape()),
+                      human_bytes(sizes[i].second));
+  }
+  if (sizes.size() > 10) os << fmt::format("  ... and {} more\n", sizes.size() - 10);
+  for (const LoweredModule& m : p.lowered_modules()) {
+    os << fmt::format("lowered module {}: backend {}, {} bytes\n", m.name, m.backend_id,
+                      m.processed_bytes ? m.processed_bytes->size() : 0);
+  }
+  if (show_graph) {
+    os << "\n" << print_graph(g);
+  }
+}
+
+}  // namespace
+
+void register_inspect(CLI::App& app) {
+  add_command(app, "inspect", "Show a model's op histogram, signature and constants",
+              [](CLI::App& cmd) -> CommandFn {
+                auto path = std::make_shared<std::string>();
+                auto graph = std::make_shared<bool>(false);
+                cmd.add_option("model", *path, "A .kir or .onnx model")->required();
+                cmd.add_flag("-g,--graph", *graph, "Also print the graph with every node's spec");
+                return [=]() -> Status {
+                  KILN_ASSIGN_OR_RETURN(ExportedProgram program, load_model(*path));
+                  print_inspection(program, *graph, std::cout);
+                  return Status::Ok();
+                };
+              });
+}
+
+}  // namespace kiln::tool

@@ -1,0 +1,32 @@
+// Subcommands of the `kiln` tool. Each registers itself on the app and runs when selected.
+//
+// Exit codes: 0 success, 1 user error (message on stderr), 2 usage error (CLI11 prints it).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+#include "kiln/core/status.h"
+#include "kiln/ir/exported_program.h"
+
+namespace kiln::tool {
+
+/// A command's body: runs after parsing; returns the Status to report.
+using CommandFn = std::function<Status()>;
+
+/// Adds `name` to `app`; `setup` adds the command's options and returns the body to run.
+void add_command(CLI::App& app, const std::string& name, const std::string& description,
+                 const std::function<CommandFn(CLI::App&)>& setup);
+
+/// Loads a model from a .kir or .onnx file (by extension), naming the file in errors.
+Result<ExportedProgram> load_model(const std::string& path);
+
+/// Writes `bytes` to `path` atomically (temporary file + rename).
+Status write_file_atomic(const std::string& path, std::string_view bytes);
+
+void register_fmt(CLI::App& app);
+void register_inspect(CLI::App& app);
+
+}  // namespace kiln::tool

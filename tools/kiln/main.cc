@@ -1,0 +1,63 @@
+// kiln: compile, inspect and run neural-network programs.
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include "commands.h"
+#include "kiln/ir/kir.h"
+
+namespace kiln::tool {
+namespace {
+CommandFn* g_selected = nullptr;
+std::map<std::string, CommandFn> g_bodies;
+}  // namespace
+
+void add_command(CLI::App& app, const std::string& name, const std::string& description,
+                 const std::function<CommandFn(CLI::App&)>& setup) {
+  CLI::App* sub = app.add_subcommand(name, description);
+  g_bodies[name] = setup(*sub);
+  sub->callback([name]() { g_selected = &g_bodies[name]; });
+}
+
+Status write_file_atomic(const std::string& path, std::string_view bytes) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return io_error("cannot write '{}'", tmp);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      std::remove(tmp.c_str());
+      return io_error("failed writing '{}'", tmp);
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return io_error("cannot rename '{}' to '{}'", tmp, path);
+  }
+  return Status::Ok();
+}
+
+}  // namespace kiln::tool
+
+int main(int argc, char** argv) {
+  using namespace kiln::tool;
+  CLI::App app{"kiln: ahead-of-time compiler and runtime for neural-network models"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kiln 0.1.0");
+  register_fmt(app);
+  register_inspect(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  if (g_selected == nullptr) return 2;
+  kiln::Status st = (*g_selected)();
+  if (!st.ok()) {
+    std::fprintf(stderr, "kiln: error: %s\n", st.message().c_str());
+    return 1;
+  }
+  return 0;
+}
