@@ -76,21 +76,27 @@ const TensorSpec& Node::spec() const {
 Graph::Graph() = default;
 Graph::~Graph() = default;
 
-std::string Graph::unique_name(std::string_view base_in) {
+// Names `n` after `base_in` (sanitized), or base_N with the next free N, and enters it in the
+// name table. One insertion into the (large) name table per node in the common case: the small
+// per-base counter table says whether the bare base was taken already.
+void Graph::assign_unique_name(Node* n, std::string_view base_in) {
   bool clean = !base_in.empty() && !(base_in[0] >= '0' && base_in[0] <= '9') &&
                std::all_of(base_in.begin(), base_in.end(), is_ident_char);
   std::string base = clean ? std::string(base_in) : sanitize(base_in);
-  if (names_.find(base) == names_.end()) return base;
-  uint32_t& counter = name_counters_[base];
-  std::string candidate;
+  auto counter = name_counters_.find(base);
+  if (counter == name_counters_.end()) {
+    n->name_ = base;
+    if (names_.insert(n->name_, n)) return;
+    counter = name_counters_.emplace(std::move(base), 0).first;  // only bases that collided
+  }
+  const std::string& stem = counter->first;
+  char digits[16];
   do {
-    ++counter;
-    candidate.assign(base).push_back('_');
-    char digits[16];
-    auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), counter);
-    candidate.append(digits, end);
-  } while (names_.find(candidate) != names_.end());
-  return candidate;
+    ++counter->second;
+    auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), counter->second);
+    n->name_.assign(stem).push_back('_');
+    n->name_.append(digits, end);
+  } while (!names_.insert(n->name_, n));
 }
 
 Node* Graph::new_node(OpKind kind, std::string_view name) {
@@ -102,8 +108,7 @@ Node* Graph::new_node(OpKind kind, std::string_view name) {
   n.id_ = id;
   n.op_ = kind;
   n.graph_ = this;
-  n.name_ = unique_name(name);
-  names_.emplace(n.name_, &n);
+  assign_unique_name(&n, name);
   ++live_count_;
   return &n;
 }
@@ -481,8 +486,7 @@ void Graph::move_after(Node* node, Node* pos) {
 
 const std::string& Graph::rename(Node* node, std::string_view name) {
   names_.erase(node->name_);
-  node->name_ = unique_name(name);
-  names_.emplace(node->name_, node);
+  assign_unique_name(node, name);
   if (node->op_ == OpKind::kPlaceholder) node->target_str_ = node->name_;
   return node->name_;
 }
@@ -503,8 +507,7 @@ std::vector<Node*> Graph::placeholders() const {
 }
 
 Node* Graph::find(std::string_view name) const {
-  auto it = names_.find(name);
-  return it == names_.end() ? nullptr : it->second;
+  return names_.find(name);
 }
 
 Node* Graph::node_by_id(uint32_t id) const {
@@ -564,8 +567,7 @@ Status Graph::lint() const {
     if (prev && prev->order_ >= n->order_) {
       return internal_error("lint: order keys not increasing at node '{}'", n->name_);
     }
-    auto it = names_.find(n->name_);
-    if (it == names_.end() || it->second != n) {
+    if (names_.find(n->name_) != n) {
       return internal_error("lint: node '{}' is missing from the name table", n->name_);
     }
     if (n->op_ == OpKind::kPlaceholder) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kiln/core/status.h"
+#include "kiln/ir/detail/name_table.h"
 #include "kiln/ir/node.h"
 
 namespace kiln {
@@ -130,7 +131,7 @@ class Graph {
   void drop_uses(Node* n);
   void add_use(Use* u);
   void remove_use(Use* u);
-  std::string unique_name(std::string_view base);
+  void assign_unique_name(Node* n, std::string_view base);
   Status check_schema(Node* n, std::vector<Arg>& args, std::vector<Arg>& kwargs) const;
   bool args_fit_schema(const Node* n) const;
 
@@ -145,8 +146,7 @@ class Graph {
   Node* insert_point_ = nullptr;
   Node* last_placeholder_ = nullptr;
   size_t live_count_ = 0;
-  // Keys view the nodes' own name strings (nodes never move in the arena).
-  std::unordered_map<std::string_view, Node*> names_;
+  detail::NameTable names_;
   std::unordered_map<std::string, uint32_t> name_counters_;
 };
 
