@@ -47,6 +47,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "kiln 0.1.0");
   register_fmt(app);
   register_inspect(app);
+  register_import(app);
+  register_run(app);
+  register_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

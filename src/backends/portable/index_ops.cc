@@ -1,0 +1,410 @@
+// Indexing, padding, creation, casts and quantization kernels.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernel_list.h"
+#include "util.h"
+
+namespace kiln::portable::k {
+namespace {
+
+// Index tensor as int64 values, checked against `bound` (negatives wrap once, as in torch).
+Result<std::vector<int64_t>> read_indices(const Tensor& idx, int64_t bound, const char* op) {
+  if (!is_integral(idx.dtype())) {
+    return invalid_argument("{}: index dtype {} is not an integer type", op, dtype_name(idx.dtype()));
+  }
+  std::vector<int64_t> out(static_cast<size_t>(idx.numel()));
+  dispatch_all(idx.dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T* p = idx.data_as<T>();
+    for (int64_t i = 0; i < idx.numel(); ++i) out[static_cast<size_t>(i)] = static_cast<int64_t>(p[i]);
+  });
+  for (auto& v : out) {
+    if (v < -bound || v >= bound) {
+      return invalid_argument("{}: index {} is out of range for size {}", op, v, bound);
+    }
+    if (v < 0) v += bound;
+  }
+  return out;
+}
+
+}  // namespace
+
+Status index_select(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  const char* op = "index_select";
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "self"));
+  KILN_RETURN_IF_ERROR(need_tensor(args, 1, op, "index"));
+  const Tensor &x = args.tensor(0), &index = args.tensor(1);
+  if (index.rank() > 1) return invalid_argument("{}: index must be 0-D or 1-D", op);
+  KILN_ASSIGN_OR_RETURN(int64_t dim, norm_dim(args.attr_int("dim", 0), static_cast<int64_t>(x.rank()), op));
+  std::vector<int64_t> xs = x.rank() == 0 ? std::vector<int64_t>{1} : x.shape();
+  int64_t n = xs[static_cast<size_t>(dim)];
+  KILN_ASSIGN_OR_RETURN(auto idx, read_indices(index, n, op));
+  std::vector<int64_t> shape = x.shape();
+  if (x.rank() > 0) shape[static_cast<size_t>(dim)] = static_cast<int64_t>(idx.size());
+  Tensor out = ctx.allocate(x.dtype(), shape);
+  const size_t es = dtype_size(x.dtype());
+  int64_t outer = prod(xs, 0, static_cast<size_t>(dim)), inner = prod(xs, static_cast<size_t>(dim) + 1, xs.size());
+  size_t row = static_cast<size_t>(inner) * es;
+  const uint8_t* px = static_cast<const uint8_t*>(x.data());
+  uint8_t* po = writable<uint8_t>(out);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i : idx) {
+      std::memcpy(po, px + static_cast<size_t>(o * n + i) * row, row);
+      po += row;
+    }
+  }
+  outputs->push_back(std::move(out));
+  return Status::Ok();
+}
+
+Status embedding(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, "embedding", "weight"));
+  KILN_RETURN_IF_ERROR(need_tensor(args, 1, "embedding", "indices"));
+  const Tensor &w = args.tensor(0), &index = args.tensor(1);
+  if (w.rank() != 2) return invalid_argument("embedding: weight must be 2-D, got [{}]", fmt::join(w.shape(), ", "));
+  KILN_ASSIGN_OR_RETURN(auto idx, read_indices(index, w.dim(0), "embedding"));
+  std::vector<int64_t> shape = index.shape();
+  shape.push_back(w.dim(1));
+  Tensor out = ctx.allocate(w.dtype(), shape);
+  size_t row = static_cast<size_t>(w.dim(1)) * dtype_size(w.dtype());
+  const uint8_t* pw = static_cast<const uint8_t*>(w.data());
+  uint8_t* po = writable<uint8_t>(out);
+  for (int64_t i : idx) {
+    std::memcpy(po, pw + static_cast<size_t>(i) * row, row);
+    po += row;
+  }
+  outputs->push_back(std::move(out));
+  return Status::Ok();
+}
+
+Status gather(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  const char* op = "gather";
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "self"));
+  KILN_RETURN_IF_ERROR(need_tensor(args, 1, op, "index"));
+  const Tensor &x = args.tensor(0), &index = args.tensor(1);
+  if (index.rank() != x.rank()) return invalid_argument("{}: index rank {} differs from input rank {}", op, index.rank(), x.rank());
+  KILN_ASSIGN_OR_RETURN(int64_t dim, norm_dim(args.attr_int("dim", 0), static_cast<int64_t>(x.rank()), op));
+  for (size_t d = 0; d < x.rank(); ++d) {
+    if (d != static_cast<size_t>(dim) && index.dim(d) > x.dim(d)) {
+      return invalid_argument("{}: index [{}] is larger than input [{}] at dim {}", op, fmt::join(index.shape(), ", "), fmt::join(x.shape(), ", "), d);
+    }
+  }
+  int64_t n = x.rank() == 0 ? 1 : x.dim(static_cast<size_t>(dim));
+  KILN_ASSIGN_OR_RETURN(auto idx, read_indices(index, n, op));
+  Tensor out = ctx.allocate(x.dtype(), index.shape());
+  const size_t es = dtype_size(x.dtype());
+  auto xstr = dense_strides(x.shape());
+  std::vector<int64_t> pos(index.rank(), 0);
+  const uint8_t* px = static_cast<const uint8_t*>(x.data());
+  uint8_t* po = writable<uint8_t>(out);
+  for (int64_t i = 0; i < index.numel(); ++i) {
+    int64_t off = 0;
+    for (size_t d = 0; d < pos.size(); ++d) off += (d == static_cast<size_t>(dim) ? idx[static_cast<size_t>(i)] : pos[d]) * xstr[d];
+    std::memcpy(po + static_cast<size_t>(i) * es, px + static_cast<size_t>(off) * es, es);
+    for (size_t d = pos.size(); d-- > 0;) {
+      if (++pos[d] < index.dim(d)) break;
+      pos[d] = 0;
+    }
+  }
+  outputs->push_back(std::move(out));
+  return Status::Ok();
+}
+
+Status index_put(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  const char* op = "index_put";
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "self"));
+  KILN_RETURN_IF_ERROR(need_tensor(args, 2, op, "values"));
+  if (args.inputs.size() < 2 || args.inputs[1].kind != KernelInput::Kind::kTensorList) {
+    return invalid_argument("{}: argument 'indices' must be a tensor list", op);
+  }
+  const Tensor& x = args.tensor(0);
+  const auto& ilist = args.inputs[1].list;
+  if (ilist.empty() || ilist.size() > x.rank()) {
+    return invalid_argument("{}: {} index tensors for a rank-{} input", op, ilist.size(), x.rank());
+  }
+  // A single bool mask over the leading dims becomes the coordinates of its true elements.
+  std::vector<Tensor> idx_tensors;
+  if (ilist.size() == 1 && ilist[0]->dtype() == DType::kBool) {
+    const Tensor& m = *ilist[0];
+    if (m.rank() > x.rank()) return invalid_argument("{}: mask rank exceeds input rank", op);
+    for (size_t d = 0; d < m.rank(); ++d) {
+      if (m.dim(d) != x.dim(d)) return invalid_argument("{}: mask [{}] does not match input [{}]", op, fmt::join(m.shape(), ", "), fmt::join(x.shape(), ", "));
+    }
+    const uint8_t* pm = m.data_as<uint8_t>();
+    int64_t count = 0;
+    for (int64_t i = 0; i < m.numel(); ++i) count += pm[i] != 0;
+    auto ms = dense_strides(m.shape());
+    for (size_t d = 0; d < m.rank(); ++d) idx_tensors.emplace_back(DType::kI64, std::vector<int64_t>{count});
+    int64_t k = 0;
+    for (int64_t i = 0; i < m.numel(); ++i) {
+      if (!pm[i]) continue;
+      for (size_t d = 0; d < m.rank(); ++d) idx_tensors[d].mutable_data_as<int64_t>()[k] = (i / ms[d]) % m.dim(d);
+      ++k;
+    }
+  } else {
+    for (const Tensor* t : ilist) idx_tensors.push_back(*t);
+  }
+  std::vector<int64_t> ishape;
+  for (const auto& t : idx_tensors) {
+    KILN_ASSIGN_OR_RETURN(ishape, broadcast_shapes(ishape, t.shape(), op));
+  }
+  const size_t k = idx_tensors.size();
+  std::vector<std::vector<int64_t>> coords;
+  for (size_t d = 0; d < k; ++d) {
+    Tensor b = broadcast_to(ctx, idx_tensors[d], ishape);
+    KILN_ASSIGN_OR_RETURN(auto c, read_indices(b, x.dim(d), op));
+    coords.push_back(std::move(c));
+  }
+  int64_t count = prod(ishape, 0, ishape.size());
+  int64_t inner = prod(x.shape(), k, x.rank());
+  std::vector<int64_t> vshape = ishape;
+  vshape.insert(vshape.end(), x.shape().begin() + static_cast<long>(k), x.shape().end());
+  Tensor values = convert(ctx, args.tensor(2), x.dtype());
+  KILN_ASSIGN_OR_RETURN(auto vb, broadcast_shapes(values.shape(), vshape, op));
+  if (vb != vshape) return invalid_argument("{}: values [{}] do not broadcast to [{}]", op, fmt::join(values.shape(), ", "), fmt::join(vshape, ", "));
+  values = broadcast_to(ctx, values, vshape);
+  bool accumulate = args.attr_bool("accumulate", false);
+  Tensor out = ctx.allocate(x.dtype(), x.shape());
+  if (x.nbytes() > 0) std::memcpy(writable<uint8_t>(out), x.data(), x.nbytes());
+  auto xstr = dense_strides(x.shape());
+  Status st = Status::Ok();
+  dispatch_all(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    if (accumulate && (x.dtype() == DType::kF16 || x.dtype() == DType::kBF16 || x.dtype() == DType::kBool)) {
+      st = unsupported("{}: accumulate for dtype {}", op, dtype_name(x.dtype()));
+      return;
+    }
+    T* po = writable<T>(out);
+    const T* pv = values.data_as<T>();
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t off = 0;
+      for (size_t d = 0; d < k; ++d) off += coords[d][static_cast<size_t>(i)] * xstr[d];
+      for (int64_t j = 0; j < inner; ++j) {
+        if (accumulate) {
+          po[off + j] = static_cast<T>(po[off + j] + pv[i * inner + j]);
+        } else {
+          po[off + j] = pv[i * inner + j];
+        }
+      }
+    }
+  });
+  KILN_RETURN_IF_ERROR(st);
+  outputs->push_back(std::move(out));
+  return Status::Ok();
+}
+
+Status pad(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, "pad", "self"));
+  const Tensor& x = args.tensor(0);
+  auto p = args.attr_ints("pad", {});
+  std::string mode = args.attr_str("mode", "constant");
+  double value = args.attr_float("value", 0.0);
+  if (p.size() % 2 != 0 || p.size() / 2 > x.rank()) {
+    return invalid_argument("pad: 'pad' has {} values for a rank-{} input", p.size(), x.rank());
+  }
+  int mode_id = mode == "constant" ? 0 : mode == "reflect" ? 1 : mode == "replicate" ? 2 : mode == "circular" ? 3 : -1;
+  if (mode_id < 0) return invalid_argument("pad: mode '{}' (expected constant, reflect, replicate or circular)", mode);
+  const size_t r = x.rank();
+  std::vector<int64_t> before(r, 0), shape = x.shape();
+  // torch order: last dim first, (begin, end) pairs.
+  for (size_t i = 0; i < p.size() / 2; ++i) {
+    size_t d = r - 1 - i;
+    before[d] = p[2 * i];
+    shape[d] += p[2 * i] + p[2 * i + 1];
+    if (shape[d] < 0) return invalid_argument("pad: dim {} becomes negative", d);
+    if (mode_id == 1 && (p[2 * i] >= x.dim(d) || p[2 * i + 1] >= x.dim(d))) {
+      return invalid_argument("pad: reflect padding must be smaller than dim {} (size {})", d, x.dim(d));
+    }
+    if (mode_id != 0 && x.dim(d) == 0) return invalid_argument("pad: cannot {}-pad an empty dim", mode);
+  }
+  Tensor out = ctx.allocate(x.dtype(), shape);
+  const size_t es = dtype_size(x.dtype());
+  Tensor fill = scalar_tensor(value, x.dtype());
+  auto xstr = dense_strides(x.shape());
+  std::vector<int64_t> pos(r, 0);
+  const uint8_t* px = static_cast<const uint8_t*>(x.data());
+  uint8_t* po = writable<uint8_t>(out);
+  int64_t total = prod(shape, 0, r);
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t off = 0;
+    bool inside = true;
+    for (size_t d = 0; d < r && inside; ++d) {
+      int64_t c = pos[d] - before[d], n = x.dim(d);
+      if (c < 0 || c >= n) {
+        switch (mode_id) {
+          case 0: inside = false; break;
+          case 1: {
+            int64_t period = 2 * (n - 1);
+            c = period == 0 ? 0 : ((c % period) + period) % period;
+            if (c >= n) c = period - c;
+            break;
+          }
+          case 2: c = std::clamp<int64_t>(c, 0, n - 1); break;
+          default: c = ((c % n) + n) % n;
+        }
+      }
+      off += c * xstr[d];
+    }
+    std::memcpy(po + static_cast<size_t>(i) * es, inside ? px + static_cast<size_t>(off) * es : static_cast<const uint8_t*>(fill.data()), es);
+    for (size_t d = r; d-- > 0;) {
+      if (++pos[d] < shape[d]) break;
+      pos[d] = 0;
+    }
+  }
+  outputs->push_back(std::move(out));
+  return Status::Ok();
+}
+
+Status cast(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, "cast", "self"));
+  outputs->push_back(convert(ctx, args.tensor(0), args.attr_dtype("dtype", DType::kF32)));
+  return Status::Ok();
+}
+
+Status full(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  auto size = args.attr_ints("size", {});
+  auto n = checked_numel(size);
+  if (!n || *n > (int64_t{1} << 32)) return invalid_argument("full: size [{}] is invalid", fmt::join(size, ", "));
+  DType dtype = args.attr_dtype("dtype", DType::kF32);
+  Tensor one = scalar_tensor(args.attr_float("fill_value", 0.0), dtype);
+  outputs->push_back(broadcast_to(ctx, one, size));
+  return Status::Ok();
+}
+
+Status arange(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  double start = args.attr_float("start", 0.0);
+  auto end = args.attr_opt_float("end");
+  double step = args.attr_float("step", 1.0);
+  if (!end) return invalid_argument("arange: 'end' is required");
+  if (step == 0 || !std::isfinite(start) || !std::isfinite(*end) || !std::isfinite(step)) {
+    return invalid_argument("arange: start {}, end {}, step {} are invalid", start, *end, step);
+  }
+  double count_d = std::ceil((*end - start) / step);
+  if (count_d > static_cast<double>(int64_t{1} << 32)) return invalid_argument("arange: too many elements ({})", count_d);
+  int64_t count = std::max<int64_t>(0, static_cast<int64_t>(count_d));
+  DType dtype = args.attr_dtype("dtype", DType::kI64);
+  Tensor out = ctx.allocate(dtype, {count});
+  for (int64_t i = 0; i < count; ++i) out.set_scalar_at(i, start + static_cast<double>(i) * step);
+  outputs->push_back(std::move(out));
+  return Status::Ok();
+}
+
+// ---- Quantization (ExecuTorch quantized_decomposed semantics).
+
+namespace {
+
+struct QParams {
+  int64_t qmin, qmax;
+  DType dtype;
+};
+
+Result<QParams> qparams(const KernelArgs& args, const char* op) {
+  QParams q{args.attr_int("quant_min", -128), args.attr_int("quant_max", 127), args.attr_dtype("dtype", DType::kI8)};
+  if (!is_integral(q.dtype)) return invalid_argument("{}: quantized dtype {} is not an integer type", op, dtype_name(q.dtype));
+  if (q.qmin > q.qmax) return invalid_argument("{}: quant_min {} > quant_max {}", op, q.qmin, q.qmax);
+  return q;
+}
+
+// Per-element (scale, zero point) selector: one pair, or one per slice of `axis`.
+struct Channels {
+  std::vector<double> scales;
+  std::vector<int64_t> zps;
+  int64_t inner = 1, count = 1;
+};
+
+Result<Channels> channels(const KernelArgs& args, const Tensor& x, bool per_channel, const char* op) {
+  Channels c;
+  if (!per_channel) {
+    c.scales = {args.attr_float("scale", 1.0)};
+    c.zps = {args.attr_int("zero_point", 0)};
+  } else {
+    KILN_RETURN_IF_ERROR(need_tensor(args, 1, op, "scales"));
+    KILN_RETURN_IF_ERROR(need_tensor(args, 2, op, "zero_points"));
+    KILN_ASSIGN_OR_RETURN(int64_t axis, norm_dim(args.attr_int("axis", 0), static_cast<int64_t>(x.rank()), op));
+    c.count = x.rank() == 0 ? 1 : x.dim(static_cast<size_t>(axis));
+    c.inner = prod(x.shape(), static_cast<size_t>(axis) + 1, x.rank());
+    const Tensor &s = args.tensor(1), &z = args.tensor(2);
+    if (s.numel() != c.count || z.numel() != c.count) {
+      return invalid_argument("{}: {} scales and {} zero points for {} channels", op, s.numel(), z.numel(), c.count);
+    }
+    for (int64_t i = 0; i < c.count; ++i) {
+      c.scales.push_back(s.scalar_at(i));
+      c.zps.push_back(static_cast<int64_t>(z.scalar_at(i)));
+    }
+  }
+  for (double s : c.scales) {
+    if (!(s > 0) || !std::isfinite(s)) return invalid_argument("{}: scale {} must be positive and finite", op, s);
+  }
+  return c;
+}
+
+Status quantize_impl(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs,
+                     bool per_channel, const char* op) {
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "input"));
+  Tensor x = convert(ctx, args.tensor(0), DType::kF32);
+  KILN_ASSIGN_OR_RETURN(QParams q, qparams(args, op));
+  KILN_ASSIGN_OR_RETURN(Channels c, channels(args, x, per_channel, op));
+  Tensor out = ctx.allocate(q.dtype, x.shape());
+  const float* px = x.data_as<float>();
+  dispatch_all(q.dtype, [&](auto t) {
+    using T = decltype(t);
+    T* po = writable<T>(out);
+    const int64_t n = x.numel();
+    for (int64_t i = 0; i < n; ++i) {
+      size_t ch = c.count == 1 ? 0 : static_cast<size_t>((i / c.inner) % c.count);
+      float inv_scale = 1.0f / static_cast<float>(c.scales[ch]);
+      // nearbyint rounds half to even in the default rounding mode, as ExecuTorch does.
+      float r = std::nearbyint(px[i] * inv_scale);
+      double v = static_cast<double>(r) + static_cast<double>(c.zps[ch]);
+      if (v != v) v = static_cast<double>(c.zps[ch]);  // NaN: keep the cast defined
+      v = std::min(std::max(v, static_cast<double>(q.qmin)), static_cast<double>(q.qmax));
+      po[i] = static_cast<T>(v);
+    }
+  });
+  outputs->push_back(std::move(out));
+  return Status::Ok();
+}
+
+Status dequantize_impl(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs,
+                       bool per_channel, const char* op) {
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "input"));
+  const Tensor& x = args.tensor(0);
+  if (!is_integral(x.dtype())) return invalid_argument("{}: input dtype {} is not an integer type", op, dtype_name(x.dtype()));
+  KILN_ASSIGN_OR_RETURN(QParams q, qparams(args, op));
+  (void)q;
+  KILN_ASSIGN_OR_RETURN(Channels c, channels(args, x, per_channel, op));
+  DType out_dtype = args.attr_dtype("out_dtype", DType::kF32);
+  if (!is_floating(out_dtype)) return invalid_argument("{}: out_dtype {} is not a float type", op, dtype_name(out_dtype));
+  Tensor out = ctx.allocate(DType::kF32, x.shape());
+  float* po = writable<float>(out);
+  dispatch_all(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T* px = x.data_as<T>();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      size_t ch = c.count == 1 ? 0 : static_cast<size_t>((i / c.inner) % c.count);
+      po[i] = static_cast<float>(static_cast<int64_t>(px[i]) - c.zps[ch]) * static_cast<float>(c.scales[ch]);
+    }
+  });
+  outputs->push_back(out_dtype == DType::kF32 ? std::move(out) : convert(ctx, out, out_dtype));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status quantize_per_tensor(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  return quantize_impl(ctx, args, outputs, false, "quantize_per_tensor");
+}
+Status dequantize_per_tensor(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  return dequantize_impl(ctx, args, outputs, false, "dequantize_per_tensor");
+}
+Status quantize_per_channel(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  return quantize_impl(ctx, args, outputs, true, "quantize_per_channel");
+}
+Status dequantize_per_channel(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  return dequantize_impl(ctx, args, outputs, true, "dequantize_per_channel");
+}
+
+}  // namespace kiln::portable::k

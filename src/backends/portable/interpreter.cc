@@ -1,0 +1,388 @@
+#include "kiln/backends/portable/interpreter.h"
+
+#include <algorithm>
+#include <limits>
+#include <unordered_map>
+
+#include "kiln/backends/portable/kernels.h"
+#include "thread_pool.h"
+
+namespace kiln::portable {
+namespace {
+
+AttrValue to_attr(const Arg& a) {
+  switch (a.kind()) {
+    case Arg::Kind::kInt: return a.to_int();
+    case Arg::Kind::kFloat: return a.to_float();
+    case Arg::Kind::kBool: return a.to_bool();
+    case Arg::Kind::kStr: return a.to_str();
+    case Arg::Kind::kIntList: return a.to_ints();
+    case Arg::Kind::kFloatList: return a.to_floats();
+    case Arg::Kind::kDType: return a.to_dtype();
+    default: return std::monostate{};
+  }
+}
+
+// Activation buffers: every storage handed out stays in the pool; a storage is free again when
+// the pool holds its only reference (all tensors viewing it were released).
+class PoolContext final : public KernelContext {
+ public:
+  PoolContext(int threads, bool reuse) : pool_threads_(threads), reuse_(reuse) {}
+
+  Tensor allocate(DType dtype, std::vector<int64_t> shape) override {
+    auto n = checked_numel(shape);
+    KILN_CHECK(n.has_value());
+    size_t bytes = static_cast<size_t>(*n) * dtype_size(dtype);
+    ++stats_.allocations;
+    stats_.no_reuse_bytes += bytes;
+    if (!reuse_) {
+      stats_.peak_bytes += bytes;
+      return Tensor(dtype, std::move(shape));
+    }
+    std::shared_ptr<HeapStorage>* best = nullptr;
+    for (auto& s : storages_) {
+      if (s.use_count() != 1 || s->size() < bytes) continue;
+      if (best == nullptr || s->size() < (*best)->size()) best = &s;
+    }
+    if (best != nullptr) {
+      ++stats_.reused;
+      return Tensor(dtype, std::move(shape), *best, 0);
+    }
+    storages_.push_back(std::make_shared<HeapStorage>(bytes));
+    stats_.peak_bytes += bytes;
+    return Tensor(dtype, std::move(shape), storages_.back(), 0);
+  }
+  int num_threads() const override { return pool_threads_.threads(); }
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) override {
+    pool_threads_.parallel_for(n, fn);
+  }
+
+  void begin_run() {
+    stats_ = MemoryStats{};
+    for (const auto& s : storages_) stats_.peak_bytes += s->size();
+  }
+  const MemoryStats& stats() const { return stats_; }
+
+ private:
+  ThreadPool pool_threads_;
+  bool reuse_;
+  std::vector<std::shared_ptr<HeapStorage>> storages_;
+  MemoryStats stats_;
+};
+
+enum class StepKind : uint8_t { kKernel, kGetitem, kDelegate, kConstant };
+
+struct Step {
+  StepKind kind = StepKind::kKernel;
+  const Node* node = nullptr;
+  KernelFn fn = nullptr;
+  KernelArgs args;               // tensor pointers point into the value slots
+  uint32_t source = 0;           // getitem: tuple node id
+  int64_t index = 0;             // getitem: element
+  std::string module;            // call_delegate: lowered module name
+  std::vector<uint32_t> operand_ids;  // call_delegate: tensor inputs
+  std::vector<uint32_t> release;  // values whose last use is this step
+  bool returns_list = false;
+};
+
+}  // namespace
+
+struct Interpreter::Impl {
+  ExportedProgram* program = nullptr;
+  InterpreterOptions options;
+  std::unique_ptr<PoolContext> ctx;
+  DelegateHook hook;
+  std::vector<Tensor> single;                 // by node id
+  std::vector<std::vector<Tensor>> tuples;    // by node id (list-returning nodes)
+  std::vector<Step> steps;
+  std::vector<uint32_t> user_input_ids;
+  std::vector<std::string> input_names, output_names;
+  std::vector<TensorSpec> input_specs;
+  std::vector<uint32_t> output_ids;
+  std::vector<OutputSpec> output_specs;
+  std::vector<std::pair<uint32_t, std::string>> constant_inputs;  // placeholder id -> target
+  std::vector<Tensor> kernel_out;
+
+  Status prepare();
+  Status bind_inputs(std::span<const Tensor> inputs);
+  Result<RunResult> execute();
+};
+
+Status Interpreter::Impl::prepare() {
+  const Graph& g = program->graph();
+  single.assign(g.id_bound(), Tensor());
+  tuples.assign(g.id_bound(), {});
+  std::vector<std::string> missing;
+  std::vector<int64_t> last_use(g.id_bound(), -1);
+  std::vector<bool> pinned(g.id_bound(), false);  // outputs, inputs, constants: never released
+  size_t ph_index = 0;
+  const auto& sig = program->signature();
+  for (Node* n : g.nodes()) {
+    switch (n->op()) {
+      case OpKind::kPlaceholder: {
+        pinned[n->id()] = true;
+        if (ph_index >= sig.inputs.size()) {
+          return internal_error("placeholder '{}' has no input spec", n->name());
+        }
+        const InputSpec& spec = sig.inputs[ph_index++];
+        if (spec.kind == InputKind::kUserInput) {
+          user_input_ids.push_back(n->id());
+          input_names.push_back(n->name());
+          input_specs.push_back(n->has_spec() ? n->spec() : TensorSpec());
+        } else {
+          if (program->constants().find(spec.target) == nullptr) {
+            return not_found("placeholder '{}': constant '{}' is not in the program", n->name(), spec.target);
+          }
+          constant_inputs.emplace_back(n->id(), spec.target);
+        }
+        break;
+      }
+      case OpKind::kGetAttr: {
+        pinned[n->id()] = true;
+        std::string target(n->target_name());
+        if (program->constants().find(target) != nullptr) {
+          Step s;
+          s.kind = StepKind::kConstant;
+          s.node = n;
+          s.module = target;
+          steps.push_back(std::move(s));
+        }
+        break;
+      }
+      case OpKind::kOutput: {
+        for (const Use& u : n->operands()) {
+          pinned[u.value->id()] = true;
+          output_ids.push_back(u.value->id());
+        }
+        break;
+      }
+      case OpKind::kCallFunction: {
+        Step s;
+        s.node = n;
+        s.returns_list = n->schema().returns_list;
+        if (n->target() == OpId::kGetitem) {
+          s.kind = StepKind::kGetitem;
+          if (n->num_args() < 2 || !n->arg(0).is_node()) {
+            return invalid_argument("node '{}' (getitem): expected a tuple node and an index", n->name());
+          }
+          s.source = n->arg(0).node()->id();
+          s.index = n->arg(1).to_int();
+        } else if (n->target() == OpId::kCallDelegate) {
+          s.kind = StepKind::kDelegate;
+          s.returns_list = true;
+          if (n->num_args() < 1 || !n->arg(0).is_node()) {
+            return invalid_argument("node '{}' (call_delegate): first argument must name a lowered module", n->name());
+          }
+          s.module = std::string(n->arg(0).node()->target_name());
+          for (size_t i = 1; i < n->num_args(); ++i) {
+            const Arg& a = n->arg(i);
+            if (a.is_node()) s.operand_ids.push_back(a.node()->id());
+            if (a.is_node_list()) {
+              for (Node* m : a.nodes()) s.operand_ids.push_back(m->id());
+            }
+          }
+        } else {
+          s.fn = find_kernel(op_name(n->target()));
+          if (s.fn == nullptr) {
+            missing.push_back(fmt::format("'{}' ({})", n->name(), op_name(n->target())));
+            break;
+          }
+          for (const Arg& a : n->args()) {
+            if (a.is_node()) {
+              s.args.inputs.push_back(KernelInput::of(&single[a.node()->id()]));
+            } else if (a.is_node_list()) {
+              std::vector<const Tensor*> list;
+              for (Node* m : a.nodes()) list.push_back(&single[m->id()]);
+              s.args.inputs.push_back(KernelInput::of_list(std::move(list)));
+            } else if (a.is_number()) {
+              s.args.inputs.push_back(KernelInput::of_number(a.to_float(), a.kind() == Arg::Kind::kInt));
+            } else if (a.kind() == Arg::Kind::kBool) {
+              s.args.inputs.push_back(KernelInput::of_number(a.to_bool() ? 1 : 0, true));
+            } else {
+              s.args.inputs.push_back(KernelInput::none());
+            }
+          }
+          const Schema& schema = n->schema();
+          for (size_t i = 0; i < schema.keyword.size() && i < n->kwargs().size(); ++i) {
+            s.args.attrs.push_back({schema.keyword[i].name, to_attr(n->kwargs()[i])});
+          }
+        }
+        for (const Use& u : n->operands()) last_use[u.value->id()] = static_cast<int64_t>(steps.size());
+        // A value nobody reads is released right after it is made.
+        last_use[n->id()] = std::max<int64_t>(last_use[n->id()], static_cast<int64_t>(steps.size()));
+        steps.push_back(std::move(s));
+        break;
+      }
+    }
+  }
+  if (!missing.empty()) {
+    return unsupported("no portable kernel for {} node(s): {}", missing.size(), fmt::join(missing, ", "));
+  }
+  for (uint32_t id = 0; id < last_use.size(); ++id) {
+    if (last_use[id] >= 0 && !pinned[id]) steps[static_cast<size_t>(last_use[id])].release.push_back(id);
+  }
+  output_specs = sig.outputs;
+  if (output_specs.size() != output_ids.size()) {
+    return internal_error("signature has {} outputs, graph returns {}", output_specs.size(), output_ids.size());
+  }
+  for (size_t i = 0; i < output_ids.size(); ++i) {
+    if (output_specs[i].kind == OutputKind::kUserOutput) output_names.push_back(g.node_by_id(output_ids[i])->name());
+  }
+  return Status::Ok();
+}
+
+Status Interpreter::Impl::bind_inputs(std::span<const Tensor> inputs) {
+  if (inputs.size() != user_input_ids.size()) {
+    return invalid_argument("expected {} input(s) ({}), got {}", user_input_ids.size(),
+                            fmt::join(input_names, ", "), inputs.size());
+  }
+  std::unordered_map<std::string, std::pair<int64_t, std::string>> bound;  // symbol -> (value, input)
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    const TensorSpec& spec = input_specs[i];
+    auto mismatch = [&]() {
+      return invalid_argument("input '{}': got {}, expected {}", input_names[i],
+                              format_shape(t.dtype(), t.shape()), spec.to_string());
+    };
+    if (t.dtype() != spec.dtype || t.rank() != spec.rank()) return mismatch();
+    for (size_t d = 0; d < spec.rank(); ++d) {
+      const Dim& dim = spec.shape[d];
+      if (dim.is_static()) {
+        if (dim.value() != t.dim(d)) return mismatch();
+        continue;
+      }
+      std::string sym(dim.symbol_name());
+      auto [it, fresh] = bound.emplace(sym, std::make_pair(t.dim(d), input_names[i]));
+      if (!fresh && it->second.first != t.dim(d)) {
+        return invalid_argument("input '{}': got {}, expected {}: dim {} is {}, but '{}' is {} from input '{}'",
+                                input_names[i], format_shape(t.dtype(), t.shape()), spec.to_string(), d,
+                                t.dim(d), sym, it->second.first, it->second.second);
+      }
+    }
+    if (!t.defined()) return invalid_argument("input '{}': tensor has no data", input_names[i]);
+    single[user_input_ids[i]] = t;
+  }
+  for (const auto& [id, target] : constant_inputs) single[id] = *program->constants().find(target);
+  return Status::Ok();
+}
+
+Result<RunResult> Interpreter::Impl::execute() {
+  ctx->begin_run();
+  for (Step& s : steps) {
+    const Node* n = s.node;
+    switch (s.kind) {
+      case StepKind::kConstant:
+        single[n->id()] = *program->constants().find(s.module);
+        continue;
+      case StepKind::kGetitem: {
+        const auto& tuple = tuples[s.source];
+        int64_t size = static_cast<int64_t>(tuple.size());
+        int64_t index = s.index < 0 ? s.index + size : s.index;
+        if (index < 0 || index >= size) {
+          return out_of_range("node '{}' (getitem): index {} of a {}-tuple", n->name(), s.index, size);
+        }
+        single[n->id()] = tuple[static_cast<size_t>(index)];
+        break;
+      }
+      case StepKind::kDelegate: {
+        if (!hook) {
+          return unsupported("node '{}' (call_delegate): lowered module '{}' needs a delegate hook; "
+                             "this interpreter has none", n->name(), s.module);
+        }
+        std::vector<Tensor> ins;
+        for (uint32_t id : s.operand_ids) ins.push_back(single[id]);
+        auto outs = hook(s.module, ins);
+        if (!outs.ok()) return outs.status().with_context(fmt::format("node '{}' (call_delegate '{}')", n->name(), s.module));
+        tuples[n->id()] = std::move(outs).value();
+        break;
+      }
+      case StepKind::kKernel: {
+        kernel_out.clear();
+        Status st = s.fn(*ctx, s.args, &kernel_out);
+        if (!st.ok()) return st.with_context(fmt::format("node '{}' ({})", n->name(), op_name(n->target())));
+        if (s.returns_list) {
+          tuples[n->id()] = kernel_out;
+        } else {
+          if (kernel_out.size() != 1) {
+            return internal_error("node '{}': kernel returned {} outputs", n->name(), kernel_out.size());
+          }
+          Tensor& out = kernel_out[0];
+          // The graph's declared dtype wins where the kernel's type rule differs (ONNX vs torch).
+          if (n->has_spec() && n->meta.val.size() == 1 && n->spec().dtype != out.dtype()) {
+            KernelArgs cast_args;
+            cast_args.inputs.push_back(KernelInput::of(&out));
+            cast_args.attrs.push_back({"dtype", n->spec().dtype});
+            std::vector<Tensor> casted;
+            KILN_RETURN_IF_ERROR(find_kernel("cast")(*ctx, cast_args, &casted));
+            out = std::move(casted[0]);
+          }
+          single[n->id()] = std::move(out);
+        }
+        kernel_out.clear();
+        break;
+      }
+    }
+    for (uint32_t id : s.release) {
+      single[id] = Tensor();
+      tuples[id].clear();
+    }
+  }
+  RunResult result;
+  for (size_t i = 0; i < output_ids.size(); ++i) {
+    const Tensor& t = single[output_ids[i]];
+    if (output_specs[i].kind == OutputKind::kUserOutput) {
+      result.outputs.push_back(t);
+    } else if (output_specs[i].kind == OutputKind::kBufferMutation) {
+      result.mutations.emplace_back(output_specs[i].target, t);
+      if (options.update_buffers) program->constants().set(output_specs[i].target, t.clone());
+    }
+  }
+  for (uint32_t id : output_ids) single[id] = Tensor();
+  for (uint32_t id : user_input_ids) single[id] = Tensor();
+  for (const auto& [id, target] : constant_inputs) single[id] = Tensor();
+  return result;
+}
+
+Interpreter::Interpreter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Interpreter::~Interpreter() = default;
+
+Result<std::unique_ptr<Interpreter>> Interpreter::create(ExportedProgram& program,
+                                                         InterpreterOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->program = &program;
+  impl->options = options;
+  impl->ctx = std::make_unique<PoolContext>(std::max(1, options.num_threads), options.reuse_buffers);
+  set_blas_threads(std::max(1, options.num_threads));
+  KILN_RETURN_IF_ERROR(impl->prepare());
+  return std::unique_ptr<Interpreter>(new Interpreter(std::move(impl)));
+}
+
+void Interpreter::set_delegate_hook(DelegateHook hook) { impl_->hook = std::move(hook); }
+
+Result<RunResult> Interpreter::run(std::span<const Tensor> inputs) {
+  KILN_RETURN_IF_ERROR(impl_->bind_inputs(inputs));
+  return impl_->execute();
+}
+
+Result<RunResult> Interpreter::run_named(const std::map<std::string, Tensor>& inputs) {
+  std::vector<Tensor> ordered;
+  for (const std::string& name : impl_->input_names) {
+    auto it = inputs.find(name);
+    if (it == inputs.end()) return invalid_argument("input '{}' is missing", name);
+    ordered.push_back(it->second);
+  }
+  for (const auto& [name, t] : inputs) {
+    if (std::find(impl_->input_names.begin(), impl_->input_names.end(), name) == impl_->input_names.end()) {
+      return invalid_argument("input '{}' is not an input of the program (inputs: {})", name,
+                              fmt::join(impl_->input_names, ", "));
+    }
+  }
+  return run(ordered);
+}
+
+const std::vector<std::string>& Interpreter::input_names() const { return impl_->input_names; }
+const std::vector<TensorSpec>& Interpreter::input_specs() const { return impl_->input_specs; }
+const std::vector<std::string>& Interpreter::output_names() const { return impl_->output_names; }
+const MemoryStats& Interpreter::memory_stats() const { return impl_->ctx->stats(); }
+
+}  // namespace kiln::portable

@@ -1,0 +1,412 @@
+// Normalizations, softmax and reductions.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernel_list.h"
+#include "util.h"
+
+namespace kiln::portable::k {
+namespace {
+
+Status need_float(const Tensor& t, const char* op, const char* what) {
+  if (t.dtype() != DType::kF32) {
+    return unsupported("{}: argument '{}' has dtype {}; only floating types are supported", op,
+                       what, dtype_name(t.dtype()));
+  }
+  return Status::Ok();
+}
+
+// Optional per-channel/per-element parameter; null when absent.
+Result<const float*> opt_param(const KernelArgs& args, size_t i, int64_t expect, const char* op,
+                               const char* what) {
+  if (!args.has_tensor(i)) return static_cast<const float*>(nullptr);
+  const Tensor& t = args.tensor(i);
+  KILN_RETURN_IF_ERROR(need_float(t, op, what));
+  if (t.numel() != expect) {
+    return invalid_argument("{}: '{}' has {} elements, expected {}", op, what, t.numel(), expect);
+  }
+  return t.data_as<float>();
+}
+
+// Normalizes rows of `inner` elements: y = (x - mean) * rstd * w + b (w/b per element or per row
+// group via `param_of`).
+template <typename ParamIndex>
+void normalize_rows(const float* x, float* y, int64_t rows, int64_t inner, float eps,
+                    const float* w, const float* b, bool center, ParamIndex param_of) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * inner;
+    float* yr = y + r * inner;
+    double mean = 0, var = 0;
+    if (center) {
+      for (int64_t i = 0; i < inner; ++i) mean += xr[i];
+      mean /= static_cast<double>(inner);
+    }
+    for (int64_t i = 0; i < inner; ++i) {
+      double d = xr[i] - mean;
+      var += d * d;
+    }
+    var /= static_cast<double>(inner);
+    float rstd = static_cast<float>(1.0 / std::sqrt(var + eps));
+    float m = static_cast<float>(mean);
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t p = param_of(r, i);
+      float v = (xr[i] - m) * rstd;
+      if (w) v *= w[p];
+      if (b) v += b[p];
+      yr[i] = v;
+    }
+  }
+}
+
+}  // namespace
+
+Status batch_norm(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  const char* op = "batch_norm";
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "input"));
+  KILN_RETURN_IF_ERROR(need_tensor(args, 3, op, "running_mean"));
+  KILN_RETURN_IF_ERROR(need_tensor(args, 4, op, "running_var"));
+  const Tensor& x = args.tensor(0);
+  KILN_RETURN_IF_ERROR(need_float(x, op, "input"));
+  if (x.rank() < 2) return invalid_argument("{}: input must be at least 2-D", op);
+  int64_t c = x.dim(1);
+  KILN_ASSIGN_OR_RETURN(const float* w, opt_param(args, 1, c, op, "weight"));
+  KILN_ASSIGN_OR_RETURN(const float* b, opt_param(args, 2, c, op, "bias"));
+  KILN_ASSIGN_OR_RETURN(const float* mean, opt_param(args, 3, c, op, "running_mean"));
+  KILN_ASSIGN_OR_RETURN(const float* var, opt_param(args, 4, c, op, "running_var"));
+  float eps = static_cast<float>(args.attr_float("eps", 1e-5));
+  int64_t inner = prod(x.shape(), 2, x.rank()), outer = x.dim(0);
+  Tensor out = ctx.allocate(DType::kF32, x.shape());
+  const float* px = x.data_as<float>();
+  float* po = writable<float>(out);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    float scale = (w ? w[ch] : 1.0f) / std::sqrt(var[ch] + eps);
+    float shift = (b ? b[ch] : 0.0f) - mean[ch] * scale;
+    for (int64_t n = 0; n < outer; ++n) {
+      const float* xi = px + (n * c + ch) * inner;
+      float* yi = po + (n * c + ch) * inner;
+      for (int64_t i = 0; i < inner; ++i) yi[i] = xi[i] * scale + shift;
+    }
+  }
+  outputs->push_back(std::move(out));
+  return Status::Ok();
+}
+
+Status layer_norm(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  const char* op = "layer_norm";
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "input"));
+  const Tensor& x = args.tensor(0);
+  KILN_RETURN_IF_ERROR(need_float(x, op, "input"));
+  auto ns = args.attr_ints("normalized_shape", {});
+  if (ns.size() > x.rank() || !std::equal(ns.begin(), ns.end(), x.shape().end() - static_cast<long>(ns.size()))) {
+    return invalid_argument("{}: normalized_shape [{}] does not end input [{}]", op,
+                            fmt::join(ns, ", "), fmt::join(x.shape(), ", "));
+  }
+  int64_t inner = prod(ns, 0, ns.size());
+  int64_t rows = inner == 0 ? 0 : x.numel() / inner;
+  KILN_ASSIGN_OR_RETURN(const float* w, opt_param(args, 1, inner, op, "weight"));
+  KILN_ASSIGN_OR_RETURN(const float* b, opt_param(args, 2, inner, op, "bias"));
+  float eps = static_cast<float>(args.attr_float("eps", 1e-5));
+  Tensor out = ctx.allocate(DType::kF32, x.shape());
+  normalize_rows(x.data_as<float>(), writable<float>(out), rows, inner, eps, w, b, true,
+                 [](int64_t, int64_t i) { return i; });
+  outputs->push_back(std::move(out));
+  return Status::Ok();
+}
+
+Status rms_norm(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  const char* op = "rms_norm";
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "input"));
+  const Tensor& x = args.tensor(0);
+  KILN_RETURN_IF_ERROR(need_float(x, op, "input"));
+  auto ns = args.attr_ints("normalized_shape", {});
+  if (ns.size() > x.rank() || !std::equal(ns.begin(), ns.end(), x.shape().end() - static_cast<long>(ns.size()))) {
+    return invalid_argument("{}: normalized_shape [{}] does not end input [{}]", op,
+                            fmt::join(ns, ", "), fmt::join(x.shape(), ", "));
+  }
+  int64_t inner = prod(ns, 0, ns.size());
+  int64_t rows = inner == 0 ? 0 : x.numel() / inner;
+  KILN_ASSIGN_OR_RETURN(const float* w, opt_param(args, 1, inner, op, "weight"));
+  // torch: eps None means the dtype's machine epsilon.
+  float eps = static_cast<float>(args.attr_opt_float("eps").value_or(std::numeric_limits<float>::epsilon()));
+  Tensor out = ctx.allocate(DType::kF32, x.shape());
+  normalize_rows(x.data_as<float>(), writable<float>(out), rows, inner, eps, w, nullptr, false,
+                 [](int64_t, int64_t i) { return i; });
+  outputs->push_back(std::move(out));
+  return Status::Ok();
+}
+
+Status group_norm(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  const char* op = "group_norm";
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "input"));
+  const Tensor& x = args.tensor(0);
+  KILN_RETURN_IF_ERROR(need_float(x, op, "input"));
+  if (x.rank() < 2) return invalid_argument("{}: input must be at least 2-D", op);
+  int64_t groups = args.attr_int("num_groups", 1);
+  int64_t c = x.dim(1);
+  if (groups <= 0 || c % groups != 0) {
+    return invalid_argument("{}: {} channels do not split into {} groups", op, c, groups);
+  }
+  KILN_ASSIGN_OR_RETURN(const float* w, opt_param(args, 1, c, op, "weight"));
+  KILN_ASSIGN_OR_RETURN(const float* b, opt_param(args, 2, c, op, "bias"));
+  float eps = static_cast<float>(args.attr_float("eps", 1e-5));
+  int64_t spatial = prod(x.shape(), 2, x.rank());
+  int64_t inner = c / groups * spatial;
+  int64_t rows = x.dim(0) * groups;
+  Tensor out = ctx.allocate(DType::kF32, x.shape());
+  normalize_rows(x.data_as<float>(), writable<float>(out), rows, inner, eps, w, b, true,
+                 [=](int64_t r, int64_t i) { return (r % groups) * (c / groups) + i / std::max<int64_t>(spatial, 1); });
+  outputs->push_back(std::move(out));
+  return Status::Ok();
+}
+
+namespace {
+
+Status softmax_impl(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs,
+                    bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "self"));
+  Tensor x = args.tensor(0);
+  if (x.dtype() != DType::kF32) x = convert(ctx, x, DType::kF32);
+  KILN_ASSIGN_OR_RETURN(int64_t dim, norm_dim(args.attr_int("dim", -1), static_cast<int64_t>(x.rank()), op));
+  int64_t n = x.rank() == 0 ? 1 : x.dim(static_cast<size_t>(dim));
+  int64_t inner = prod(x.shape(), static_cast<size_t>(dim) + 1, x.rank());
+  int64_t outer = prod(x.shape(), 0, static_cast<size_t>(dim));
+  Tensor out = ctx.allocate(DType::kF32, x.shape());
+  const float* px = x.data_as<float>();
+  float* po = writable<float>(out);
+  ctx.parallel_for(outer, [&](int64_t begin, int64_t end) {
+    std::vector<float> col(static_cast<size_t>(n));
+    for (int64_t o = begin; o < end; ++o) {
+      for (int64_t in = 0; in < inner; ++in) {
+        const float* xs = px + o * n * inner + in;
+        float* ys = po + o * n * inner + in;
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int64_t i = 0; i < n; ++i) mx = std::max(mx, xs[i * inner]);
+        double sum = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          col[i] = std::exp(xs[i * inner] - mx);
+          sum += col[i];
+        }
+        if (log) {
+          float lse = static_cast<float>(std::log(sum));
+          for (int64_t i = 0; i < n; ++i) ys[i * inner] = xs[i * inner] - mx - lse;
+        } else {
+          float inv = static_cast<float>(1.0 / sum);
+          for (int64_t i = 0; i < n; ++i) ys[i * inner] = col[i] * inv;
+        }
+      }
+    }
+  });
+  outputs->push_back(std::move(out));
+  return Status::Ok();
+}
+
+enum class Reduce { kSum, kMean, kMax, kMin };
+
+// Reduces `dim` of x (dense) keeping it with size 1.
+template <typename T, typename Acc>
+Tensor reduce_one(KernelContext& ctx, const Tensor& x, size_t dim, Reduce kind, DType out_dtype) {
+  std::vector<int64_t> shape = x.shape();
+  int64_t n = shape[dim];
+  int64_t inner = prod(shape, dim + 1, shape.size()), outer = prod(shape, 0, dim);
+  shape[dim] = 1;
+  Tensor out = ctx.allocate(out_dtype, shape);
+  const T* px = x.data_as<T>();
+  using O = std::conditional_t<std::is_same_v<Acc, double> || std::is_floating_point_v<T>, T, Acc>;
+  O* po = writable<O>(out);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t in = 0; in < inner; ++in) {
+      const T* xs = px + o * n * inner + in;
+      if (kind == Reduce::kMax || kind == Reduce::kMin) {
+        T m = xs[0];
+        for (int64_t i = 1; i < n; ++i) {
+          T v = xs[i * inner];
+          if constexpr (std::is_floating_point_v<T>) {
+            if (std::isnan(v)) { m = v; break; }
+          }
+          if (kind == Reduce::kMax ? v > m : v < m) m = v;
+        }
+        po[o * inner + in] = static_cast<O>(m);
+      } else {
+        Acc s = 0;
+        for (int64_t i = 0; i < n; ++i) s += static_cast<Acc>(xs[i * inner]);
+        if (kind == Reduce::kMean) s = static_cast<Acc>(s / static_cast<Acc>(n));
+        po[o * inner + in] = static_cast<O>(s);
+      }
+    }
+  }
+  return out;
+}
+
+Status reduce(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs,
+              Reduce kind, const char* op) {
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "self"));
+  Tensor x = args.tensor(0);
+  if (kind == Reduce::kMean && x.dtype() != DType::kF32) {
+    if (!is_floating(x.dtype())) return unsupported("{}: integer input; cast it to a float type first", op);
+    x = convert(ctx, x, DType::kF32);
+  }
+  if (x.dtype() == DType::kBool) x = convert(ctx, x, kind == Reduce::kSum ? DType::kI64 : DType::kU8);
+  bool keepdim = args.attr_bool("keepdim", false);
+  auto dims_opt = args.attr_opt_ints("dim");
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  std::vector<bool> reduced(x.rank(), false);
+  if (!dims_opt || dims_opt->empty()) {
+    std::fill(reduced.begin(), reduced.end(), true);
+  } else {
+    for (int64_t d : *dims_opt) {
+      KILN_ASSIGN_OR_RETURN(int64_t nd, norm_dim(d, rank, op));
+      if (rank > 0) reduced[static_cast<size_t>(nd)] = true;
+    }
+  }
+  for (size_t d = 0; d < x.rank(); ++d) {
+    if (reduced[d] && x.dim(d) == 0 && (kind == Reduce::kMax || kind == Reduce::kMin)) {
+      return invalid_argument("{}: cannot reduce dim {} of size 0", op, d);
+    }
+  }
+  // sum of integers accumulates and returns int64 (torch).
+  DType out_dtype = kind == Reduce::kSum && !is_floating(x.dtype()) ? DType::kI64 : x.dtype();
+  Tensor cur = x;
+  bool ok = true;
+  for (size_t d = 0; d < x.rank(); ++d) {
+    if (!reduced[d]) continue;
+    ok = dispatch_arith(cur.dtype(), [&](auto t) {
+      using T = decltype(t);
+      if constexpr (std::is_floating_point_v<T>) {
+        cur = reduce_one<T, double>(ctx, cur, d, kind, cur.dtype());
+      } else if (kind == Reduce::kSum) {
+        cur = reduce_one<T, int64_t>(ctx, cur, d, kind, DType::kI64);
+      } else {
+        cur = reduce_one<T, T>(ctx, cur, d, kind, cur.dtype());
+      }
+    }) && ok;
+  }
+  if (!ok) return unsupported("{}: dtype {} is not supported", op, dtype_name(x.dtype()));
+  if (x.rank() == 0 && cur.dtype() != out_dtype) cur = convert(ctx, cur, out_dtype);
+  std::vector<int64_t> shape;
+  for (size_t d = 0; d < x.rank(); ++d) {
+    if (!reduced[d]) {
+      shape.push_back(x.dim(d));
+    } else if (keepdim) {
+      shape.push_back(1);
+    }
+  }
+  outputs->push_back(cur.reshaped(shape));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status softmax(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  return softmax_impl(ctx, args, outputs, false);
+}
+Status log_softmax(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  return softmax_impl(ctx, args, outputs, true);
+}
+Status mean(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  return reduce(ctx, args, outputs, Reduce::kMean, "mean");
+}
+Status sum(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  return reduce(ctx, args, outputs, Reduce::kSum, "sum");
+}
+Status amax(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  return reduce(ctx, args, outputs, Reduce::kMax, "amax");
+}
+Status amin(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  return reduce(ctx, args, outputs, Reduce::kMin, "amin");
+}
+
+Status argmax(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, "argmax", "self"));
+  Tensor x = args.tensor(0);
+  if (x.dtype() == DType::kBool) x = convert(ctx, x, DType::kU8);
+  auto dim_opt = args.attr_opt_int("dim");
+  bool keepdim = args.attr_bool("keepdim", false);
+  std::vector<int64_t> in_shape = x.shape();
+  int64_t dim = 0;
+  if (!dim_opt) {
+    in_shape = {x.numel()};
+  } else {
+    KILN_ASSIGN_OR_RETURN(dim, norm_dim(*dim_opt, static_cast<int64_t>(x.rank()), "argmax"));
+    if (x.rank() == 0) in_shape = {1};
+  }
+  int64_t n = in_shape[static_cast<size_t>(dim)];
+  if (n == 0) return invalid_argument("argmax: cannot reduce an empty dim");
+  int64_t inner = prod(in_shape, static_cast<size_t>(dim) + 1, in_shape.size());
+  int64_t outer = prod(in_shape, 0, static_cast<size_t>(dim));
+  std::vector<int64_t> shape;
+  if (!dim_opt) {
+    if (keepdim) shape.assign(x.rank(), 1);
+  } else {
+    shape = x.shape();
+    if (x.rank() > 0) {
+      if (keepdim) {
+        shape[static_cast<size_t>(dim)] = 1;
+      } else {
+        shape.erase(shape.begin() + dim);
+      }
+    }
+  }
+  Tensor out = ctx.allocate(DType::kI64, shape);
+  int64_t* po = writable<int64_t>(out);
+  bool ok = dispatch_arith(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T* px = x.data_as<T>();
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t in = 0; in < inner; ++in) {
+        const T* xs = px + o * n * inner + in;
+        int64_t best = 0;
+        T m = xs[0];
+        for (int64_t i = 1; i < n; ++i) {
+          T v = xs[i * inner];
+          if constexpr (std::is_floating_point_v<T>) {
+            if (std::isnan(m)) break;
+            if (std::isnan(v)) { best = i; m = v; break; }
+          }
+          if (v > m) {
+            m = v;
+            best = i;
+          }
+        }
+        po[o * inner + in] = best;
+      }
+    }
+  });
+  if (!ok) return unsupported("argmax: dtype {} is not supported", dtype_name(x.dtype()));
+  outputs->push_back(std::move(out));
+  return Status::Ok();
+}
+
+Status cumsum(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, "cumsum", "self"));
+  Tensor x = args.tensor(0);
+  // torch promotes integer (and bool) inputs to int64.
+  if (!is_floating(x.dtype())) x = convert(ctx, x, DType::kI64);
+  KILN_ASSIGN_OR_RETURN(int64_t dim, norm_dim(args.attr_int("dim", 0), static_cast<int64_t>(x.rank()), "cumsum"));
+  std::vector<int64_t> sh = x.rank() == 0 ? std::vector<int64_t>{1} : x.shape();
+  int64_t n = sh[static_cast<size_t>(dim)];
+  int64_t inner = prod(sh, static_cast<size_t>(dim) + 1, sh.size()), outer = prod(sh, 0, static_cast<size_t>(dim));
+  Tensor out = ctx.allocate(x.dtype(), x.shape());
+  bool ok = dispatch_arith(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T* px = x.data_as<T>();
+    T* po = writable<T>(out);
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t in = 0; in < inner; ++in) {
+        using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+        Acc s = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          int64_t off = (o * n + i) * inner + in;
+          s += static_cast<Acc>(px[off]);
+          po[off] = static_cast<T>(s);
+        }
+      }
+    }
+  });
+  if (!ok) return unsupported("cumsum: dtype {} is not supported", dtype_name(x.dtype()));
+  outputs->push_back(std::move(out));
+  return Status::Ok();
+}
+
+}  // namespace kiln::portable::k

@@ -1,0 +1,113 @@
+// Helpers shared by the portable kernels (internal).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kiln/backends/portable/kernels.h"
+
+namespace kiln::portable {
+
+/// Fails unless input `i` is a tensor; `op`/`what` name it in the message.
+Status need_tensor(const KernelArgs& args, size_t i, const char* op, const char* what);
+/// Normalizes a possibly negative dim against `rank`.
+Result<int64_t> norm_dim(int64_t dim, int64_t rank, const char* op);
+/// Broadcast shape of a and b (numpy rules).
+Result<std::vector<int64_t>> broadcast_shapes(const std::vector<int64_t>& a,
+                                              const std::vector<int64_t>& b, const char* op);
+/// Copy of `src` converted to `dtype` (the same tensor if it already has it).
+Tensor convert(KernelContext& ctx, const Tensor& src, DType dtype);
+/// A tensor of `shape` whose elements are `src` broadcast (src must broadcast to shape).
+Tensor broadcast_to(KernelContext& ctx, const Tensor& src, const std::vector<int64_t>& shape);
+/// A 0-d tensor holding `v` as `dtype`.
+Tensor scalar_tensor(double v, DType dtype);
+/// Product of shape[begin, end).
+int64_t prod(const std::vector<int64_t>& shape, size_t begin, size_t end);
+/// Strides (in elements) of a dense row-major tensor of `shape`.
+std::vector<int64_t> dense_strides(const std::vector<int64_t>& shape);
+
+/// Per-thread scratch floats (grow-only, contents unspecified), valid until the next call on
+/// this thread. Keeps big im2col buffers from being mapped, zeroed and unmapped per call.
+float* scratch_floats(size_t n);
+
+/// Row-major C[m,n] = alpha * op(A) op(B) + beta * C with explicit leading dims through
+/// OpenBLAS (which runs on the threads set by set_blas_threads).
+void sgemm(KernelContext& ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+           float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+           float* c, int64_t ldc);
+
+/// Calls f(T{}) with T the C++ type of `dtype` (bool as uint8_t; f16/bf16 as uint16_t).
+template <typename F>
+auto dispatch_all(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kF32: return f(float{});
+    case DType::kF64: return f(double{});
+    case DType::kI64: return f(int64_t{});
+    case DType::kI32: return f(int32_t{});
+    case DType::kI16: return f(int16_t{});
+    case DType::kI8: return f(int8_t{});
+    case DType::kU8: return f(uint8_t{});
+    case DType::kBool: return f(uint8_t{});
+    case DType::kF16:
+    case DType::kBF16: return f(uint16_t{});
+  }
+  return f(float{});
+}
+
+/// Calls f(T{}) for the types arithmetic kernels compute in; false for f16/bf16 (converted to
+/// f32 before the kernel runs) and bool.
+template <typename F>
+bool dispatch_arith(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kF32: f(float{}); return true;
+    case DType::kF64: f(double{}); return true;
+    case DType::kI64: f(int64_t{}); return true;
+    case DType::kI32: f(int32_t{}); return true;
+    case DType::kI16: f(int16_t{}); return true;
+    case DType::kI8: f(int8_t{}); return true;
+    case DType::kU8: f(uint8_t{}); return true;
+    default: return false;
+  }
+}
+
+/// Row-major element iteration over `shape` with per-operand strides (0 for broadcast dims):
+/// calls fn(offsets..., inner_count, inner_strides...) once per innermost row.
+struct BroadcastIter {
+  std::vector<int64_t> shape;
+  std::vector<std::vector<int64_t>> strides;  // per operand, aligned with shape
+
+  /// Strides of a dense operand of `op_shape` broadcast to `out_shape`.
+  static std::vector<int64_t> strides_for(const std::vector<int64_t>& op_shape,
+                                          const std::vector<int64_t>& out_shape);
+
+  template <typename Fn>
+  void for_each_row(Fn&& fn) const {
+    const size_t r = shape.size();
+    const size_t nops = strides.size();
+    if (r == 0) {
+      std::vector<int64_t> offs(nops, 0), inner(nops, 0);
+      fn(offs.data(), int64_t{1}, inner.data());
+      return;
+    }
+    int64_t inner_n = shape[r - 1];
+    std::vector<int64_t> inner(nops);
+    for (size_t k = 0; k < nops; ++k) inner[k] = strides[k][r - 1];
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < r; ++d) rows *= shape[d];
+    if (inner_n == 0 || rows == 0) return;
+    std::vector<int64_t> idx(r, 0), offs(nops, 0);
+    for (int64_t row = 0; row < rows; ++row) {
+      fn(offs.data(), inner_n, inner.data());
+      for (size_t d = r - 1; d-- > 0;) {
+        ++idx[d];
+        for (size_t k = 0; k < nops; ++k) offs[k] += strides[k][d];
+        if (idx[d] < shape[d]) break;
+        for (size_t k = 0; k < nops; ++k) offs[k] -= strides[k][d] * idx[d];
+        idx[d] = 0;
+      }
+    }
+  }
+};
+
+}  // namespace kiln::portable

@@ -1,0 +1,257 @@
+#include "onnx_tensor.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+namespace kiln::onnx_import {
+namespace {
+
+namespace fs = std::filesystem;
+using TP = onnx::TensorProto;
+
+// True if `inner` is `root` or lies below it, compared component by component.
+bool path_within(const fs::path& root, const fs::path& inner) {
+  auto r = root.begin();
+  auto i = inner.begin();
+  for (; r != root.end(); ++r, ++i) {
+    if (r->empty() && std::next(r) == root.end()) return true;  // trailing separator
+    if (i == inner.end() || *r != *i) return false;
+  }
+  return true;
+}
+
+Result<std::string> read_external(const TP& proto, const std::string& base_dir,
+                                  const std::string& what, uint64_t expected_bytes) {
+  std::string location;
+  bool has_location = false;
+  uint64_t offset = 0;
+  std::optional<uint64_t> length;
+  for (const auto& kv : proto.external_data()) {
+    const std::string& key = kv.key();
+    if (key == "location") {
+      location = kv.value();
+      has_location = true;
+    } else if (key == "offset" || key == "length") {
+      const std::string& v = kv.value();
+      uint64_t n = 0;
+      if (v.empty() || v.size() > 19) {
+        return parse_error("{}: external_data field '{}': '{}' is not a valid byte count", what,
+                           key, v);
+      }
+      for (char c : v) {
+        if (c < '0' || c > '9') {
+          return parse_error("{}: external_data field '{}': '{}' is not a valid byte count",
+                             what, key, v);
+        }
+        n = n * 10 + static_cast<uint64_t>(c - '0');
+      }
+      if (key == "offset") offset = n; else length = n;
+    }
+  }
+  if (!has_location || location.empty()) {
+    return parse_error("{}: external_data has no 'location'", what);
+  }
+  if (base_dir.empty()) {
+    return invalid_argument("{}: external_data field 'location' ('{}'): the model was given as "
+                            "bytes without a folder, so external data cannot be read",
+                            what, location);
+  }
+  if (location.find('\0') != std::string::npos) {
+    return invalid_argument("{}: external_data field 'location' contains a NUL byte", what);
+  }
+  fs::path rel(location);
+  if (rel.is_absolute() || rel.has_root_name() || rel.has_root_directory()) {
+    return invalid_argument("{}: external_data field 'location' ('{}') is an absolute path; "
+                            "only files inside the model's folder are read",
+                            what, location);
+  }
+  for (const auto& part : rel) {
+    if (part == "..") {
+      return invalid_argument("{}: external_data field 'location' ('{}') escapes the model's "
+                              "folder with '..'",
+                              what, location);
+    }
+  }
+  std::error_code ec;
+  fs::path root = fs::canonical(fs::path(base_dir), ec);
+  if (ec) return io_error("{}: cannot resolve the model folder '{}': {}", what, base_dir, ec.message());
+  fs::path full = fs::weakly_canonical(root / rel, ec);
+  if (ec) {
+    return io_error("{}: external_data field 'location' ('{}'): {}", what, location, ec.message());
+  }
+  if (!path_within(root, full)) {
+    return invalid_argument("{}: external_data field 'location' ('{}') resolves to '{}', outside "
+                            "the model's folder '{}'",
+                            what, location, full.string(), root.string());
+  }
+  if (!fs::is_regular_file(full, ec)) {
+    return io_error("{}: external_data field 'location': '{}' is not a readable file", what,
+                    location);
+  }
+  uint64_t file_size = fs::file_size(full, ec);
+  if (ec) return io_error("{}: external_data file '{}': {}", what, location, ec.message());
+  if (offset > file_size) {
+    return out_of_range("{}: external_data field 'offset' ({}) is past the end of '{}' ({} bytes)",
+                        what, offset, location, file_size);
+  }
+  uint64_t n = length.value_or(file_size - offset);
+  if (n > file_size - offset) {
+    return out_of_range("{}: external_data field 'length' ({}) at offset {} runs past the end of "
+                        "'{}' ({} bytes)",
+                        what, n, offset, location, file_size);
+  }
+  if (n != expected_bytes) {
+    return invalid_argument("{}: external_data field 'length': {} bytes, expected {} for its "
+                            "dtype and shape",
+                            what, n, expected_bytes);
+  }
+  std::ifstream in(full, std::ios::binary);
+  if (!in) return io_error("{}: cannot open external data '{}'", what, location);
+  std::string bytes(n, '\0');
+  in.seekg(static_cast<std::streamoff>(offset));
+  in.read(bytes.data(), static_cast<std::streamsize>(n));
+  if (!in || static_cast<uint64_t>(in.gcount()) != n) {
+    return io_error("{}: short read of external data '{}'", what, location);
+  }
+  return bytes;
+}
+
+template <typename Src, typename Fn>
+Status copy_typed(const Src& field, Tensor& t, const std::string& what, const char* field_name,
+                  Fn&& store) {
+  if (static_cast<int64_t>(field.size()) != t.numel()) {
+    return invalid_argument("{}: field '{}' has {} values, expected {} for shape [{}]", what,
+                            field_name, field.size(), t.numel(), fmt::join(t.shape(), ", "));
+  }
+  for (int64_t i = 0; i < t.numel(); ++i) store(i, field.Get(static_cast<int>(i)));
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::optional<DType> dtype_from_onnx(int32_t elem_type) {
+  switch (elem_type) {
+    case TP::FLOAT: return DType::kF32;
+    case TP::UINT8: return DType::kU8;
+    case TP::INT8: return DType::kI8;
+    case TP::INT16: return DType::kI16;
+    case TP::INT32: return DType::kI32;
+    case TP::INT64: return DType::kI64;
+    case TP::BOOL: return DType::kBool;
+    case TP::FLOAT16: return DType::kF16;
+    case TP::DOUBLE: return DType::kF64;
+    case TP::BFLOAT16: return DType::kBF16;
+    default: return std::nullopt;
+  }
+}
+
+std::string onnx_type_name(int32_t elem_type) {
+  if (TP::DataType_IsValid(elem_type)) {
+    return TP::DataType_Name(static_cast<TP::DataType>(elem_type));
+  }
+  return fmt::format("type {}", elem_type);
+}
+
+int32_t dtype_to_onnx(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return TP::FLOAT;
+    case DType::kF16: return TP::FLOAT16;
+    case DType::kBF16: return TP::BFLOAT16;
+    case DType::kF64: return TP::DOUBLE;
+    case DType::kI64: return TP::INT64;
+    case DType::kI32: return TP::INT32;
+    case DType::kI16: return TP::INT16;
+    case DType::kI8: return TP::INT8;
+    case DType::kU8: return TP::UINT8;
+    case DType::kBool: return TP::BOOL;
+  }
+  return TP::UNDEFINED;
+}
+
+Status check_shape(std::span<const int64_t> shape, const std::string& what) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return invalid_argument("{}: negative dim {} in shape [{}]", what, d, fmt::join(shape, ", "));
+    if (d != 0 && n > kMaxElements / d) {
+      return out_of_range("{}: shape [{}] has more than 2^40 elements", what, fmt::join(shape, ", "));
+    }
+    n *= d;
+  }
+  return Status::Ok();
+}
+
+Result<Tensor> tensor_from_proto(const TP& proto, const std::string& base_dir,
+                                 const std::string& what) {
+  if (proto.has_segment()) return unsupported("{}: segmented tensors are not supported", what);
+  auto dtype = dtype_from_onnx(proto.data_type());
+  if (!dtype) {
+    return unsupported("{}: element type {} is not supported", what,
+                       onnx_type_name(proto.data_type()));
+  }
+  std::vector<int64_t> shape(proto.dims().begin(), proto.dims().end());
+  KILN_RETURN_IF_ERROR(check_shape(shape, what));
+  KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::create(*dtype, shape));
+  const uint64_t nbytes = t.nbytes();
+
+  const bool external = proto.data_location() == TP::EXTERNAL;
+  if (external || proto.has_raw_data()) {
+    std::string ext;
+    const std::string* raw = &proto.raw_data();
+    if (external) {
+      KILN_ASSIGN_OR_RETURN(ext, read_external(proto, base_dir, what, nbytes));
+      raw = &ext;
+    }
+    if (raw->size() != nbytes) {
+      return invalid_argument("{}: field 'raw_data' has {} bytes, expected {} for {}", what,
+                              raw->size(), nbytes, format_shape(*dtype, shape));
+    }
+    if (nbytes > 0) std::memcpy(t.mutable_data(), raw->data(), nbytes);
+    return t;
+  }
+  if (t.numel() == 0) return t;
+  uint8_t* dst = static_cast<uint8_t*>(t.mutable_data());
+  switch (*dtype) {
+    case DType::kF32:
+      KILN_RETURN_IF_ERROR(copy_typed(proto.float_data(), t, what, "float_data", [&](int64_t i, float v) {
+        std::memcpy(dst + i * 4, &v, 4);
+      }));
+      break;
+    case DType::kF64:
+      KILN_RETURN_IF_ERROR(copy_typed(proto.double_data(), t, what, "double_data", [&](int64_t i, double v) {
+        std::memcpy(dst + i * 8, &v, 8);
+      }));
+      break;
+    case DType::kI64:
+      KILN_RETURN_IF_ERROR(copy_typed(proto.int64_data(), t, what, "int64_data", [&](int64_t i, int64_t v) {
+        std::memcpy(dst + i * 8, &v, 8);
+      }));
+      break;
+    case DType::kI32:
+      KILN_RETURN_IF_ERROR(copy_typed(proto.int32_data(), t, what, "int32_data", [&](int64_t i, int32_t v) {
+        std::memcpy(dst + i * 4, &v, 4);
+      }));
+      break;
+    case DType::kI16:
+    case DType::kF16:
+    case DType::kBF16:
+      KILN_RETURN_IF_ERROR(copy_typed(proto.int32_data(), t, what, "int32_data", [&](int64_t i, int32_t v) {
+        uint16_t b = static_cast<uint16_t>(v);
+        std::memcpy(dst + i * 2, &b, 2);
+      }));
+      break;
+    case DType::kI8:
+    case DType::kU8:
+    case DType::kBool:
+      KILN_RETURN_IF_ERROR(copy_typed(proto.int32_data(), t, what, "int32_data", [&](int64_t i, int32_t v) {
+        dst[i] = *dtype == DType::kBool ? static_cast<uint8_t>(v != 0) : static_cast<uint8_t>(v);
+      }));
+      break;
+  }
+  return t;
+}
+
+}  // namespace kiln::onnx_import

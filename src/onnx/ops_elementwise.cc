@@ -1,0 +1,265 @@
+// Elementwise ONNX ops: arithmetic, activations, comparisons, logic, Cast, Identity.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "convert_util.h"
+#include "fold.h"
+#include "onnx_tensor.h"
+
+namespace kiln::onnx_import {
+
+Result<size_t> input_rank(Importer& im, size_t i) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec s, im.input_spec(i));
+  return s.rank();
+}
+
+Result<Arg> scalar_or_node(Importer& im, size_t i, size_t max_rank) {
+  const Tensor* t = im.const_input(i);
+  if (t != nullptr && t->numel() == 1 && t->rank() <= max_rank) {
+    if (is_floating(t->dtype())) return Arg(fold::get_f64(*t, 0));
+    if (t->dtype() != DType::kBool) return Arg(fold::get_i64(*t, 0));
+  }
+  KILN_ASSIGN_OR_RETURN(Node * n, im.input(i));
+  return Arg(n);
+}
+
+Status unary(Importer& im, OpId op, const Kwargs& kwargs) {
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(op, {x}, kwargs));
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
+namespace {
+
+// Binary op with a tensor `self` and a Scalar `other`; commutative ops move a constant scalar to
+// the right.
+Status binary(Importer& im, OpId op, bool commutative) {
+  if (im.num_inputs() != 2 || !im.has_input(0) || !im.has_input(1)) {
+    return invalid_argument("expected 2 inputs, got {}", im.num_inputs());
+  }
+  KILN_ASSIGN_OR_RETURN(size_t r0, input_rank(im, 0));
+  KILN_ASSIGN_OR_RETURN(size_t r1, input_rank(im, 1));
+  size_t a = 0, b = 1;
+  const Tensor* c0 = im.const_input(0);
+  if (commutative && c0 != nullptr && c0->numel() == 1 && c0->rank() <= r1 && im.const_input(1) == nullptr) {
+    std::swap(a, b);
+    std::swap(r0, r1);
+  }
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(a));
+  KILN_ASSIGN_OR_RETURN(Arg y, scalar_or_node(im, b, r0));
+  KILN_ASSIGN_OR_RETURN(Node * out, im.call(op, {x, y}));
+  im.set_output(0, out);
+  return Status::Ok();
+}
+
+#define KILN_BINARY(Name, Op, Comm) \
+  Status convert_##Name(Importer& im) { return binary(im, OpId::Op, Comm); }
+KILN_BINARY(add, kAdd, true)
+KILN_BINARY(sub, kSub, false)
+KILN_BINARY(mul, kMul, true)
+KILN_BINARY(div, kDiv, false)
+KILN_BINARY(pow, kPow, false)
+KILN_BINARY(equal, kEq, true)
+KILN_BINARY(less, kLt, false)
+KILN_BINARY(greater, kGt, false)
+KILN_BINARY(less_equal, kLe, false)
+KILN_BINARY(greater_equal, kGe, false)
+#undef KILN_BINARY
+
+Status logical_binary(Importer& im, OpId op) {
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.input(1));
+  KILN_ASSIGN_OR_RETURN(Node * out, im.call(op, {x, y}));
+  im.set_output(0, out);
+  return Status::Ok();
+}
+Status convert_and(Importer& im) { return logical_binary(im, OpId::kLogicalAnd); }
+Status convert_or(Importer& im) { return logical_binary(im, OpId::kLogicalOr); }
+
+#define KILN_UNARY(Name, Op) \
+  Status convert_##Name(Importer& im) { return unary(im, OpId::Op); }
+KILN_UNARY(relu, kRelu)
+KILN_UNARY(sigmoid, kSigmoid)
+KILN_UNARY(tanh, kTanh)
+KILN_UNARY(erf, kErf)
+KILN_UNARY(sqrt, kSqrt)
+KILN_UNARY(exp, kExp)
+KILN_UNARY(log, kLog)
+KILN_UNARY(neg, kNeg)
+KILN_UNARY(abs, kAbs)
+KILN_UNARY(hardswish, kHardswish)
+KILN_UNARY(not, kLogicalNot)
+#undef KILN_UNARY
+
+Status convert_reciprocal(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec s, im.input_spec(0));
+  Tensor one(s.dtype, {});
+  one.set_scalar_at(0, 1.0);
+  Node* c = im.constant_node(std::move(one), im.node().output(0) + "_one");
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * out, im.call(OpId::kDiv, {c, x}));
+  im.set_output(0, out);
+  return Status::Ok();
+}
+
+Status convert_leaky_relu(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(float alpha, im.attr_float("alpha", 0.01f));
+  return unary(im, OpId::kLeakyRelu, {{"negative_slope", static_cast<double>(alpha)}});
+}
+
+Status convert_hard_sigmoid(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(float alpha, im.attr_float("alpha", 0.2f));
+  KILN_ASSIGN_OR_RETURN(float beta, im.attr_float("beta", 0.5f));
+  return unary(im, OpId::kHardsigmoid,
+               {{"alpha", static_cast<double>(alpha)}, {"beta", static_cast<double>(beta)}});
+}
+
+Status convert_gelu(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(std::string approx, im.attr_str("approximate", "none"));
+  if (approx != "none" && approx != "tanh") {
+    return invalid_argument("attribute 'approximate': got '{}', expected 'none' or 'tanh'", approx);
+  }
+  return unary(im, OpId::kGelu, {{"approximate", approx}});
+}
+
+Status convert_prelu(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  Node* w = nullptr;
+  const Tensor* slope = im.const_input(1);
+  // ONNX broadcasts the slope (often [C, 1, 1]); torch's prelu takes one weight per channel.
+  if (slope != nullptr && slope->rank() > 1) {
+    int64_t c = slope->numel();
+    bool per_channel = xs.rank() >= 2 && xs.shape[1].is_static() && xs.shape[1].value() == c &&
+                       slope->rank() <= xs.rank() - 1 && slope->dim(0) == c;
+    if (c == 1 || per_channel) {
+      w = im.constant_node(slope->reshaped({c}), im.node().input(1), Role::kWeight);
+    }
+  }
+  if (w == nullptr) {
+    KILN_ASSIGN_OR_RETURN(w, im.input(1, Role::kWeight));
+  }
+  KILN_ASSIGN_OR_RETURN(Node * out, im.call(OpId::kPrelu, {x, w}));
+  im.set_output(0, out);
+  return Status::Ok();
+}
+
+Result<std::optional<double>> clip_bound(Importer& im, size_t input, std::string_view name) {
+  if (!im.has_input(input)) return std::optional<double>();
+  KILN_ASSIGN_OR_RETURN(Tensor t, im.require_const(input, fmt::format("input '{}'", name)));
+  if (t.numel() != 1) return invalid_argument("input '{}' must be a scalar", name);
+  return std::optional<double>(fold::get_f64(t, 0));
+}
+
+Status convert_clip(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(auto lo, clip_bound(im, 1, "min"));
+  KILN_ASSIGN_OR_RETURN(auto hi, clip_bound(im, 2, "max"));
+  Kwargs kw;
+  if (lo) kw.emplace_back("min", *lo);
+  if (hi) kw.emplace_back("max", *hi);
+  return unary(im, OpId::kClamp, kw);
+}
+
+Status convert_where(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(Node * c, im.input(0));
+  KILN_ASSIGN_OR_RETURN(size_t rc, input_rank(im, 0));
+  KILN_ASSIGN_OR_RETURN(size_t rx, input_rank(im, 1));
+  KILN_ASSIGN_OR_RETURN(size_t ry, input_rank(im, 2));
+  // A scalar operand may only be a number if the other two already give the output's rank.
+  KILN_ASSIGN_OR_RETURN(Arg x, scalar_or_node(im, 1, std::max(rc, ry)));
+  KILN_ASSIGN_OR_RETURN(Arg y, scalar_or_node(im, 2, std::max(rc, rx)));
+  if (!x.is_node() && !y.is_node()) {
+    KILN_ASSIGN_OR_RETURN(Node * xn, im.input(1));
+    x = Arg(xn);
+  }
+  KILN_ASSIGN_OR_RETURN(Node * out, im.call(OpId::kWhere, {c, x, y}));
+  im.set_output(0, out);
+  return Status::Ok();
+}
+
+Status convert_cast(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(int64_t to, im.attr_int("to", 0));
+  auto dt = dtype_from_onnx(static_cast<int32_t>(to));
+  if (!dt) {
+    return unsupported("attribute 'to': type {} is not supported",
+                       onnx_type_name(static_cast<int32_t>(to)));
+  }
+  KILN_ASSIGN_OR_RETURN(TensorSpec s, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  if (s.dtype == *dt) {
+    im.set_output(0, x);
+    return Status::Ok();
+  }
+  KILN_ASSIGN_OR_RETURN(Node * out, im.call(OpId::kCast, {x}, {{"dtype", *dt}}));
+  im.set_output(0, out);
+  return Status::Ok();
+}
+
+// Identity and inference-mode Dropout forward their input; Dropout's mask is not computed.
+Status convert_identity(Importer& im) {
+  Value* v = im.input_value(0);
+  if (v == nullptr) return invalid_argument("input 0 is missing");
+  if (v->constant) {
+    im.set_output_const(0, *v->constant);
+  } else if (v->dims) {
+    im.set_output_dims(0, *v->dims);
+  } else {
+    im.set_output(0, v->node);
+  }
+  return Status::Ok();
+}
+
+Status convert_dropout(Importer& im) {
+  if (im.has_input(2)) {
+    const Tensor* training = im.const_input(2);
+    if (training == nullptr || fold::get_f64(*training, 0) != 0.0) {
+      return unsupported("training mode (input 'training_mode') is not supported");
+    }
+  }
+  if (im.output_used(1)) return unsupported("output 'mask' is not supported");
+  return convert_identity(im);
+}
+
+constexpr OpEntry kElementwiseOps[] = {
+    {"Add", convert_add},
+    {"Sub", convert_sub},
+    {"Mul", convert_mul},
+    {"Div", convert_div},
+    {"Pow", convert_pow},
+    {"Equal", convert_equal},
+    {"Less", convert_less},
+    {"Greater", convert_greater},
+    {"LessOrEqual", convert_less_equal},
+    {"GreaterOrEqual", convert_greater_equal},
+    {"And", convert_and},
+    {"Or", convert_or},
+    {"Not", convert_not},
+    {"Relu", convert_relu},
+    {"Sigmoid", convert_sigmoid},
+    {"Tanh", convert_tanh},
+    {"Erf", convert_erf},
+    {"Sqrt", convert_sqrt},
+    {"Exp", convert_exp},
+    {"Log", convert_log},
+    {"Neg", convert_neg},
+    {"Abs", convert_abs},
+    {"Reciprocal", convert_reciprocal},
+    {"HardSwish", convert_hardswish},
+    {"HardSigmoid", convert_hard_sigmoid},
+    {"LeakyRelu", convert_leaky_relu},
+    {"PRelu", convert_prelu},
+    {"Gelu", convert_gelu},
+    {"Clip", convert_clip},
+    {"Where", convert_where},
+    {"Cast", convert_cast},
+    {"Identity", convert_identity},
+    {"Dropout", convert_dropout},
+};
+
+}  // namespace
+
+std::span<const OpEntry> elementwise_ops() { return kElementwiseOps; }
+
+}  // namespace kiln::onnx_import

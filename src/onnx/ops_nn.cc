@@ -1,0 +1,608 @@
+// Neural-network ONNX ops: convolution, pooling, linear algebra, normalization, softmax,
+// resizing, depth/space rearrangement, quantization.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "convert_util.h"
+#include "fold.h"
+#include "onnx_tensor.h"
+#include "shape_util.h"
+
+namespace kiln::onnx_import {
+namespace {
+
+std::vector<int64_t> ones(size_t n) { return std::vector<int64_t>(n, 1); }
+
+Result<std::vector<int64_t>> ints_or(Importer& im, std::string_view name, std::vector<int64_t> dflt,
+                                     size_t expect) {
+  KILN_ASSIGN_OR_RETURN(auto v, im.attr_ints(name));
+  if (v.empty()) v = std::move(dflt);
+  if (v.size() != expect) {
+    return invalid_argument("attribute '{}' has {} values, expected {}", name, v.size(), expect);
+  }
+  return v;
+}
+
+// kiln padding: one value per spatial dim when symmetric, else [begin..., end...].
+std::vector<int64_t> compact_pads(const std::vector<int64_t>& pads) {
+  size_t n = pads.size() / 2;
+  for (size_t i = 0; i < n; ++i) {
+    if (pads[i] != pads[i + n]) return pads;
+  }
+  return {pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(n)};
+}
+
+// Resolves pads / auto_pad of a conv or pool over the spatial dims of `xs`.
+Result<std::vector<int64_t>> resolve_pads(Importer& im, const TensorSpec& xs,
+                                          const std::vector<int64_t>& kernel,
+                                          const std::vector<int64_t>& strides,
+                                          const std::vector<int64_t>& dilations) {
+  size_t n = kernel.size();
+  KILN_ASSIGN_OR_RETURN(std::string auto_pad, im.attr_str("auto_pad", "NOTSET"));
+  std::vector<int64_t> pads(2 * n, 0);
+  if (auto_pad == "NOTSET") {
+    KILN_ASSIGN_OR_RETURN(pads, ints_or(im, "pads", pads, 2 * n));
+    for (int64_t p : pads) {
+      if (p < 0) return invalid_argument("attribute 'pads' has a negative value {}", p);
+    }
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    for (size_t i = 0; i < n; ++i) {
+      const Dim& d = xs.shape[2 + i];
+      if (!d.is_static()) {
+        return unsupported("auto_pad {} needs static spatial dims, got {}", auto_pad, xs.to_string());
+      }
+      int64_t in = d.value(), s = strides[i];
+      int64_t out = (in + s - 1) / s;
+      int64_t total = std::max<int64_t>(0, (out - 1) * s + (kernel[i] - 1) * dilations[i] + 1 - in);
+      int64_t small = total / 2;
+      pads[i] = auto_pad == "SAME_UPPER" ? small : total - small;
+      pads[i + n] = total - pads[i];
+    }
+  } else if (auto_pad != "VALID") {
+    return invalid_argument("attribute 'auto_pad': unknown value '{}'", auto_pad);
+  }
+  return compact_pads(pads);
+}
+
+Status check_positive(const std::vector<int64_t>& v, std::string_view name) {
+  for (int64_t x : v) {
+    if (x <= 0) return invalid_argument("attribute '{}' has a non-positive value {}", name, x);
+  }
+  return Status::Ok();
+}
+
+Result<Arg> optional_weight(Importer& im, size_t i) {
+  if (!im.has_input(i)) return Arg();
+  KILN_ASSIGN_OR_RETURN(Node * n, im.input(i, Role::kWeight));
+  return Arg(n);
+}
+
+Status convert_conv(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(TensorSpec ws, im.input_spec(1));
+  if (ws.rank() < 3 || xs.rank() != ws.rank()) {
+    return invalid_argument("input X {} and weight W {} do not fit a convolution", xs.to_string(),
+                            ws.to_string());
+  }
+  size_t n = ws.rank() - 2;
+  std::vector<int64_t> kdefault;
+  for (size_t i = 0; i < n; ++i) kdefault.push_back(ws.shape[2 + i].is_static() ? ws.shape[2 + i].value() : 1);
+  KILN_ASSIGN_OR_RETURN(auto kernel, ints_or(im, "kernel_shape", kdefault, n));
+  KILN_ASSIGN_OR_RETURN(auto strides, ints_or(im, "strides", ones(n), n));
+  KILN_ASSIGN_OR_RETURN(auto dilations, ints_or(im, "dilations", ones(n), n));
+  KILN_RETURN_IF_ERROR(check_positive(strides, "strides"));
+  KILN_RETURN_IF_ERROR(check_positive(dilations, "dilations"));
+  KILN_ASSIGN_OR_RETURN(int64_t group, im.attr_int("group", 1));
+  KILN_ASSIGN_OR_RETURN(auto pads, resolve_pads(im, xs, kernel, strides, dilations));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * w, im.input(1, Role::kWeight));
+  KILN_ASSIGN_OR_RETURN(Arg b, optional_weight(im, 2));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kConvolution, {x, w, b},
+                                          {{"stride", strides}, {"padding", pads},
+                                           {"dilation", dilations}, {"groups", group}}));
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
+Status convert_conv_transpose(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(TensorSpec ws, im.input_spec(1));
+  if (ws.rank() != 4 || xs.rank() != 4) {
+    return unsupported("only 2-D ConvTranspose is supported (X {}, W {})", xs.to_string(), ws.to_string());
+  }
+  auto wshape = ws.static_shape();
+  if (!wshape) return unsupported("weight W has a symbolic shape {}", ws.to_string());
+  const size_t n = 2;
+  KILN_ASSIGN_OR_RETURN(auto kernel, ints_or(im, "kernel_shape", {(*wshape)[2], (*wshape)[3]}, n));
+  KILN_ASSIGN_OR_RETURN(auto strides, ints_or(im, "strides", ones(n), n));
+  KILN_ASSIGN_OR_RETURN(auto dilations, ints_or(im, "dilations", ones(n), n));
+  KILN_ASSIGN_OR_RETURN(auto out_pad, ints_or(im, "output_padding", {0, 0}, n));
+  KILN_RETURN_IF_ERROR(check_positive(strides, "strides"));
+  KILN_RETURN_IF_ERROR(check_positive(dilations, "dilations"));
+  KILN_ASSIGN_OR_RETURN(int64_t group, im.attr_int("group", 1));
+  KILN_ASSIGN_OR_RETURN(std::string auto_pad, im.attr_str("auto_pad", "NOTSET"));
+  KILN_ASSIGN_OR_RETURN(auto output_shape, im.attr_ints("output_shape"));
+  std::vector<int64_t> pads(2 * n, 0);
+  if (!output_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    if (output_shape.size() > n) output_shape.erase(output_shape.begin(), output_shape.end() - n);
+    for (size_t i = 0; i < n; ++i) {
+      const Dim& d = xs.shape[2 + i];
+      if (!d.is_static()) return unsupported("output_shape/auto_pad need static spatial dims");
+      int64_t in = d.value();
+      int64_t target = output_shape.empty() ? in * strides[i] : output_shape[i];
+      int64_t total = strides[i] * (in - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1 - target;
+      if (total < 0) return unsupported("output_shape larger than the full transposed convolution");
+      bool upper = auto_pad != "SAME_LOWER";
+      pads[i] = upper ? total / 2 : total - total / 2;
+      pads[i + n] = total - pads[i];
+    }
+  } else if (auto_pad == "NOTSET") {
+    KILN_ASSIGN_OR_RETURN(pads, ints_or(im, "pads", pads, 2 * n));
+  } else if (auto_pad != "VALID") {
+    return invalid_argument("attribute 'auto_pad': unknown value '{}'", auto_pad);
+  }
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * w, im.input(1, Role::kWeight));
+  KILN_ASSIGN_OR_RETURN(Arg b, optional_weight(im, 2));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kConvTranspose2d, {x, w, b},
+                                          {{"stride", strides}, {"padding", compact_pads(pads)},
+                                           {"output_padding", out_pad}, {"groups", group},
+                                           {"dilation", dilations}}));
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
+Result<Node*> transpose2d(Importer& im, Node* x) {
+  return im.call(OpId::kPermute, {x}, {{"dims", std::vector<int64_t>{1, 0}}});
+}
+
+Status convert_gemm(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(int64_t trans_a, im.attr_int("transA", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t trans_b, im.attr_int("transB", 0));
+  KILN_ASSIGN_OR_RETURN(float alpha, im.attr_float("alpha", 1.0f));
+  KILN_ASSIGN_OR_RETURN(float beta, im.attr_float("beta", 1.0f));
+  KILN_ASSIGN_OR_RETURN(TensorSpec as, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(TensorSpec bs, im.input_spec(1));
+  if (as.rank() != 2 || bs.rank() != 2) {
+    return invalid_argument("A {} and B {} must be 2-D", as.to_string(), bs.to_string());
+  }
+  KILN_ASSIGN_OR_RETURN(Node * a, im.input(0));
+  if (trans_a) {
+    KILN_ASSIGN_OR_RETURN(a, transpose2d(im, a));
+  }
+  const Tensor* b_const = im.const_input(1);
+  const Tensor* c_const = im.const_input(2);
+  const bool has_c = im.has_input(2) && beta != 0.0f;
+  Node* y = nullptr;
+  if (b_const != nullptr && is_floating(b_const->dtype())) {
+    // linear() takes an [N, K] weight: transB=1 is that layout; transB=0 is folded into it.
+    Tensor w = *b_const;
+    if (alpha != 1.0f) {
+      Tensor s(w.dtype(), {});
+      s.set_scalar_at(0, alpha);
+      KILN_ASSIGN_OR_RETURN(w, fold::binary(fold::BinOp::kMul, w, s));
+    }
+    if (!trans_b) {
+      KILN_ASSIGN_OR_RETURN(w, fold::transpose(w, std::vector<int64_t>{1, 0}));
+    }
+    Node* wn = nullptr;
+    if (trans_b && alpha == 1.0f) {
+      KILN_ASSIGN_OR_RETURN(wn, im.input(1, Role::kWeight));
+    } else {
+      wn = im.constant_node(std::move(w), im.node().input(1), Role::kWeight);
+    }
+    Arg bias;
+    bool bias_done = !has_c;
+    int64_t n_out = bs.shape[trans_b ? 0 : 1].is_static() ? bs.shape[trans_b ? 0 : 1].value() : -1;
+    if (has_c && c_const != nullptr && c_const->numel() == n_out && c_const->rank() >= 1 &&
+        (c_const->rank() == 1 || (c_const->rank() == 2 && c_const->dim(0) == 1))) {
+      Tensor c = c_const->reshaped({n_out});
+      if (beta != 1.0f) {
+        Tensor s(c.dtype(), {});
+        s.set_scalar_at(0, beta);
+        KILN_ASSIGN_OR_RETURN(c, fold::binary(fold::BinOp::kMul, c, s));
+        bias = Arg(im.constant_node(std::move(c), im.node().input(2), Role::kWeight));
+      } else if (c_const->rank() == 1) {
+        KILN_ASSIGN_OR_RETURN(Node * cn, im.input(2, Role::kWeight));
+        bias = Arg(cn);
+      } else {
+        bias = Arg(im.constant_node(std::move(c), im.node().input(2), Role::kWeight));
+      }
+      bias_done = true;
+    }
+    KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kLinear, {a, wn, bias}));
+    if (!bias_done) {
+      KILN_ASSIGN_OR_RETURN(Node * c, im.input(2, Role::kWeight));
+      if (beta != 1.0f) {
+        KILN_ASSIGN_OR_RETURN(c, im.call(OpId::kMul, {c, static_cast<double>(beta)}));
+      }
+      KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kAdd, {y, c}));
+    }
+  } else {
+    KILN_ASSIGN_OR_RETURN(Node * b, im.input(1, Role::kWeight));
+    if (trans_b) {
+      KILN_ASSIGN_OR_RETURN(b, transpose2d(im, b));
+    }
+    if (has_c) {
+      KILN_ASSIGN_OR_RETURN(Node * c, im.input(2, Role::kWeight));
+      KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kAddmm, {c, a, b},
+                                       {{"beta", static_cast<double>(beta)},
+                                        {"alpha", static_cast<double>(alpha)}}));
+    } else {
+      KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kMm, {a, b}));
+      if (alpha != 1.0f) {
+        KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kMul, {y, static_cast<double>(alpha)}));
+      }
+    }
+  }
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
+Status convert_matmul(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(Node * a, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * b, im.input(1, Role::kWeight));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kMatmul, {a, b}));
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
+Status no_extra_outputs(Importer& im, std::string_view what) {
+  for (size_t i = 1; i < im.num_outputs(); ++i) {
+    if (im.output_used(i)) return unsupported("output {} ({}) is not supported", i, what);
+  }
+  return Status::Ok();
+}
+
+Status convert_batch_norm(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(int64_t training, im.attr_int("training_mode", 0));
+  if (training) return unsupported("training_mode=1 is not supported");
+  KILN_RETURN_IF_ERROR(no_extra_outputs(im, "running statistics"));
+  KILN_ASSIGN_OR_RETURN(float eps, im.attr_float("epsilon", 1e-5f));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  std::vector<Arg> args{x};
+  for (size_t i = 1; i <= 4; ++i) {
+    KILN_ASSIGN_OR_RETURN(Node * p, im.input(i, Role::kWeight));
+    args.push_back(p);
+  }
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kBatchNorm, args, {{"eps", static_cast<double>(eps)}}));
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
+Status convert_layer_norm(Importer& im) {
+  KILN_RETURN_IF_ERROR(no_extra_outputs(im, "Mean/InvStdDev"));
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, im.attr_int("axis", -1));
+  KILN_ASSIGN_OR_RETURN(float eps, im.attr_float("epsilon", 1e-5f));
+  KILN_RETURN_IF_ERROR(normalize_axis(&axis, xs.rank(), "attribute 'axis'"));
+  std::vector<int64_t> normalized;
+  for (size_t d = static_cast<size_t>(axis); d < xs.rank(); ++d) {
+    if (!xs.shape[d].is_static()) {
+      return unsupported("normalized dim {} of {} is symbolic", d, xs.to_string());
+    }
+    normalized.push_back(xs.shape[d].value());
+  }
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Arg w, optional_weight(im, 1));
+  KILN_ASSIGN_OR_RETURN(Arg b, optional_weight(im, 2));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kLayerNorm, {x, w, b},
+                                          {{"normalized_shape", normalized},
+                                           {"eps", static_cast<double>(eps)}}));
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
+Status convert_instance_norm(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(float eps, im.attr_float("epsilon", 1e-5f));
+  if (xs.rank() < 3 || !xs.shape[1].is_static()) {
+    return unsupported("input {} needs rank >= 3 and a static channel dim", xs.to_string());
+  }
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Arg w, optional_weight(im, 1));
+  KILN_ASSIGN_OR_RETURN(Arg b, optional_weight(im, 2));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kGroupNorm, {x, w, b},
+                                          {{"num_groups", xs.shape[1].value()},
+                                           {"eps", static_cast<double>(eps)}}));
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
+Status convert_global_avg_pool(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
+  if (r < 3) return invalid_argument("input must have rank >= 3, got {}", r);
+  if (r == 4) return unary(im, OpId::kAdaptiveAvgPool2d, {{"output_size", std::vector<int64_t>{1, 1}}});
+  std::vector<int64_t> dims;
+  for (size_t d = 2; d < r; ++d) dims.push_back(static_cast<int64_t>(d));
+  return unary(im, OpId::kMean, {{"dim", dims}, {"keepdim", true}});
+}
+
+Status convert_pool(Importer& im, bool is_max) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  if (xs.rank() != 4) return unsupported("only 2-D pooling (rank-4 input) is supported, got {}", xs.to_string());
+  if (is_max) KILN_RETURN_IF_ERROR(no_extra_outputs(im, "Indices"));
+  const size_t n = 2;
+  KILN_ASSIGN_OR_RETURN(auto kernel, im.attr_ints("kernel_shape"));
+  if (kernel.size() != n) return invalid_argument("attribute 'kernel_shape' must have {} values", n);
+  KILN_RETURN_IF_ERROR(check_positive(kernel, "kernel_shape"));
+  KILN_ASSIGN_OR_RETURN(auto strides, ints_or(im, "strides", ones(n), n));
+  KILN_ASSIGN_OR_RETURN(auto dilations, ints_or(im, "dilations", ones(n), n));
+  KILN_RETURN_IF_ERROR(check_positive(strides, "strides"));
+  KILN_RETURN_IF_ERROR(check_positive(dilations, "dilations"));
+  KILN_ASSIGN_OR_RETURN(int64_t ceil_mode, im.attr_int("ceil_mode", 0));
+  KILN_ASSIGN_OR_RETURN(auto pads, resolve_pads(im, xs, kernel, strides, dilations));
+  Kwargs kw{{"kernel_size", kernel}, {"stride", strides}, {"padding", pads},
+            {"ceil_mode", ceil_mode != 0}};
+  if (is_max) {
+    KILN_ASSIGN_OR_RETURN(int64_t order, im.attr_int("storage_order", 0));
+    if (order != 0) return unsupported("storage_order=1 is not supported");
+    kw.emplace_back("dilation", dilations);
+    return unary(im, OpId::kMaxPool2d, kw);
+  }
+  if (dilations != ones(n)) return unsupported("AveragePool with dilations is not supported");
+  KILN_ASSIGN_OR_RETURN(int64_t include_pad, im.attr_int("count_include_pad", 0));
+  kw.emplace_back("count_include_pad", include_pad != 0);
+  return unary(im, OpId::kAvgPool2d, kw);
+}
+Status convert_max_pool(Importer& im) { return convert_pool(im, true); }
+Status convert_avg_pool(Importer& im) { return convert_pool(im, false); }
+
+// Reshape with static entries and at most one symbolic entry (given as -1).
+Result<Node*> reshape_dims(Importer& im, Node* x, const std::vector<Dim>& dims) {
+  std::vector<int64_t> shape;
+  bool inferred = false;
+  for (Dim d : dims) {
+    if (d.is_static()) {
+      shape.push_back(d.value());
+    } else if (!inferred) {
+      shape.push_back(-1);
+      inferred = true;
+    } else {
+      return unsupported("reshape to [{}] has more than one symbolic dim",
+                         TensorSpec(DType::kF32, dims).to_string());
+    }
+  }
+  return im.call(OpId::kReshape, {x}, {{"shape", shape}});
+}
+
+Status convert_softmax(Importer& im, OpId op) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  int64_t r = static_cast<int64_t>(xs.rank());
+  KILN_ASSIGN_OR_RETURN(int64_t axis, im.attr_int("axis", im.opset() >= 13 ? -1 : 1));
+  if (r == 0) return invalid_argument("input must have rank >= 1");
+  KILN_RETURN_IF_ERROR(normalize_axis(&axis, xs.rank(), "attribute 'axis'"));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  if (im.opset() >= 13 || axis == r - 1) {
+    KILN_ASSIGN_OR_RETURN(Node * y, im.call(op, {x}, {{"dim", axis}}));
+    im.set_output(0, y);
+    return Status::Ok();
+  }
+  // Before opset 13 the input is flattened to [prod(d < axis), prod(d >= axis)] and normalized
+  // over the second dim.
+  Dim inner = 1;
+  for (int64_t d = axis; d < r; ++d) inner = dim_mul(inner, xs.shape[static_cast<size_t>(d)]);
+  if (!inner.is_static()) return unsupported("softmax over symbolic dims {} (opset < 13)", xs.to_string());
+  KILN_ASSIGN_OR_RETURN(Node * flat, reshape_dims(im, x, {Dim::symbol("outer"), inner}));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(op, {flat}, {{"dim", int64_t{1}}}));
+  KILN_ASSIGN_OR_RETURN(Node * back, reshape_dims(im, y, xs.shape));
+  im.set_output(0, back);
+  return Status::Ok();
+}
+Status convert_softmax(Importer& im) { return convert_softmax(im, OpId::kSoftmax); }
+Status convert_log_softmax(Importer& im) { return convert_softmax(im, OpId::kLogSoftmax); }
+
+Status convert_resize(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  if (xs.rank() != 4) return unsupported("only 4-D Resize is supported, got {}", xs.to_string());
+  KILN_ASSIGN_OR_RETURN(std::string mode, im.attr_str("mode", "nearest"));
+  KILN_ASSIGN_OR_RETURN(std::string coord, im.attr_str("coordinate_transformation_mode", "half_pixel"));
+  KILN_ASSIGN_OR_RETURN(std::string nearest, im.attr_str("nearest_mode", "round_prefer_floor"));
+  KILN_ASSIGN_OR_RETURN(int64_t antialias, im.attr_int("antialias", 0));
+  KILN_ASSIGN_OR_RETURN(auto axes, im.attr_ints("axes"));
+  KILN_ASSIGN_OR_RETURN(std::string policy, im.attr_str("keep_aspect_ratio_policy", "stretch"));
+  if (antialias != 0) return unsupported("antialias=1 is not supported");
+  if (!axes.empty()) return unsupported("attribute 'axes' is not supported");
+  if (policy != "stretch") return unsupported("keep_aspect_ratio_policy '{}' is not supported", policy);
+  std::vector<int64_t> sizes;
+  std::vector<double> scales;
+  if (im.has_input(3)) {
+    KILN_ASSIGN_OR_RETURN(sizes, im.require_ints(3, "input 'sizes'"));
+  }
+  if (sizes.empty() && im.has_input(2)) {
+    KILN_ASSIGN_OR_RETURN(Tensor s, im.require_const(2, "input 'scales'"));
+    for (int64_t i = 0; i < s.numel(); ++i) scales.push_back(fold::get_f64(s, i));
+  }
+  Arg output_size, scale_arg;
+  if (!sizes.empty()) {
+    if (sizes.size() != 4) return invalid_argument("input 'sizes' must have 4 values");
+    if (!(xs.shape[0] == Dim(sizes[0]) && xs.shape[1] == Dim(sizes[1]))) {
+      return unsupported("resizing the batch or channel dims is not supported");
+    }
+    output_size = Arg(std::vector<int64_t>{sizes[2], sizes[3]});
+  } else if (scales.size() == 4) {
+    if (scales[0] != 1.0 || scales[1] != 1.0) {
+      return unsupported("scaling the batch or channel dims is not supported");
+    }
+    for (int k = 2; k < 4; ++k) {
+      if (!(scales[k] > 0) || !std::isfinite(scales[k])) return invalid_argument("scale {} is not positive", scales[k]);
+    }
+    // torch's upsample with scales computes the size as floor(in * scale) and maps output to
+    // input coordinates with the given scale, as ONNX does.
+    scale_arg = Arg(std::vector<double>{scales[2], scales[3]});
+  } else {
+    return invalid_argument("needs 'scales' with 4 values or 'sizes'");
+  }
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  Node* y = nullptr;
+  if (mode == "nearest") {
+    if (coord != "asymmetric" || nearest != "floor") {
+      return unsupported("nearest resize with coordinate_transformation_mode '{}' and nearest_mode "
+                         "'{}' is not supported (only 'asymmetric' with 'floor')",
+                         coord, nearest);
+    }
+    KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kUpsampleNearest2d, {x},
+                                     {{"output_size", output_size}, {"scales", scale_arg}}));
+  } else if (mode == "linear") {
+    bool align;
+    if (coord == "half_pixel" || coord == "pytorch_half_pixel") {
+      align = false;
+    } else if (coord == "align_corners") {
+      align = true;
+    } else {
+      return unsupported("linear resize with coordinate_transformation_mode '{}' is not supported "
+                         "(only 'half_pixel', 'pytorch_half_pixel' and 'align_corners')",
+                         coord);
+    }
+    KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kUpsampleBilinear2d, {x},
+                                     {{"output_size", output_size}, {"align_corners", align},
+                                      {"scales", scale_arg}}));
+  } else {
+    return unsupported("Resize mode '{}' is not supported", mode);
+  }
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
+Result<std::vector<int64_t>> static_nchw(Importer& im, int64_t b) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  if (xs.rank() != 4) return invalid_argument("input must be 4-D, got {}", xs.to_string());
+  if (b <= 0) return invalid_argument("attribute 'blocksize' must be positive, got {}", b);
+  std::vector<int64_t> chw;
+  for (size_t d = 1; d < 4; ++d) {
+    if (!xs.shape[d].is_static()) return unsupported("input {} needs static C, H, W", xs.to_string());
+    chw.push_back(xs.shape[d].value());
+  }
+  return chw;
+}
+
+Status convert_depth_to_space(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(int64_t b, im.attr_int("blocksize", 0));
+  KILN_ASSIGN_OR_RETURN(std::string mode, im.attr_str("mode", "DCR"));
+  KILN_ASSIGN_OR_RETURN(auto chw, static_nchw(im, b));
+  if (b > (int64_t{1} << 20) || chw[0] % (b * b) != 0) {
+    return invalid_argument("channels {} are not divisible by blocksize^2 ({})", chw[0], b);
+  }
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  Node* y = nullptr;
+  if (mode == "CRD") {
+    KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kPixelShuffle, {x}, {{"upscale_factor", b}}));
+  } else if (mode == "DCR") {
+    int64_t c = chw[0] / (b * b), h = chw[1], w = chw[2];
+    KILN_ASSIGN_OR_RETURN(Node * r1, im.call(OpId::kReshape, {x}, {{"shape", std::vector<int64_t>{-1, b, b, c, h, w}}}));
+    KILN_ASSIGN_OR_RETURN(Node * p, im.call(OpId::kPermute, {r1}, {{"dims", std::vector<int64_t>{0, 3, 4, 1, 5, 2}}}));
+    KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kReshape, {p}, {{"shape", std::vector<int64_t>{-1, c, h * b, w * b}}}));
+  } else {
+    return invalid_argument("attribute 'mode': got '{}', expected 'DCR' or 'CRD'", mode);
+  }
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
+Status convert_space_to_depth(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(int64_t b, im.attr_int("blocksize", 0));
+  KILN_ASSIGN_OR_RETURN(auto chw, static_nchw(im, b));
+  int64_t c = chw[0], h = chw[1], w = chw[2];
+  if (b > (int64_t{1} << 20) || h % b != 0 || w % b != 0) {
+    return invalid_argument("spatial dims {}x{} are not divisible by blocksize {}", h, w, b);
+  }
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * r1, im.call(OpId::kReshape, {x}, {{"shape", std::vector<int64_t>{-1, c, h / b, b, w / b, b}}}));
+  KILN_ASSIGN_OR_RETURN(Node * p, im.call(OpId::kPermute, {r1}, {{"dims", std::vector<int64_t>{0, 3, 5, 1, 2, 4}}}));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kReshape, {p}, {{"shape", std::vector<int64_t>{-1, c * b * b, h / b, w / b}}}));
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
+// Quantized range of an ONNX quantized dtype.
+Result<std::pair<int64_t, int64_t>> quant_range(DType dt) {
+  switch (dt) {
+    case DType::kU8: return std::pair<int64_t, int64_t>{0, 255};
+    case DType::kI8: return std::pair<int64_t, int64_t>{-128, 127};
+    case DType::kI16: return std::pair<int64_t, int64_t>{-32768, 32767};
+    case DType::kI32:
+      return std::pair<int64_t, int64_t>{std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
+    default: return unsupported("quantized dtype {} is not supported", dtype_name(dt));
+  }
+}
+
+Status convert_qdq(Importer& im, bool quantize) {
+  KILN_ASSIGN_OR_RETURN(int64_t block, im.attr_int("block_size", 0));
+  if (block != 0) return unsupported("blocked quantization (block_size={}) is not supported", block);
+  KILN_ASSIGN_OR_RETURN(Tensor scale, im.require_const(1, "input 'scale'"));
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  DType qdt = quantize ? DType::kU8 : xs.dtype;
+  std::optional<Tensor> zp;
+  if (im.has_input(2)) {
+    KILN_ASSIGN_OR_RETURN(Tensor z, im.require_const(2, "input 'zero_point'"));
+    if (z.numel() != scale.numel()) {
+      return invalid_argument("zero_point has {} values, scale has {}", z.numel(), scale.numel());
+    }
+    qdt = z.dtype();
+    zp = std::move(z);
+  } else if (quantize && im.has_attr("output_dtype")) {
+    KILN_ASSIGN_OR_RETURN(int64_t od, im.attr_int("output_dtype", 0));
+    auto dt = dtype_from_onnx(static_cast<int32_t>(od));
+    if (!dt) return unsupported("attribute 'output_dtype': type {} is not supported", od);
+    qdt = *dt;
+  }
+  KILN_ASSIGN_OR_RETURN(auto range, quant_range(qdt));
+  if (!quantize && xs.dtype != qdt) {
+    return invalid_argument("input dtype {} differs from the zero point's {}", dtype_name(xs.dtype), dtype_name(qdt));
+  }
+  if (!is_floating(scale.dtype()) || scale.numel() == 0) return invalid_argument("scale must be a non-empty float tensor");
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  Kwargs kw{{"quant_min", range.first}, {"quant_max", range.second}, {"dtype", qdt}};
+  Node* y = nullptr;
+  if (scale.numel() == 1 && scale.rank() <= 1) {
+    kw.emplace_back("scale", fold::get_f64(scale, 0));
+    kw.emplace_back("zero_point", zp ? fold::get_i64(*zp, 0) : int64_t{0});
+    KILN_ASSIGN_OR_RETURN(y, im.call(quantize ? OpId::kQuantizePerTensor : OpId::kDequantizePerTensor, {x}, kw));
+  } else {
+    if (scale.rank() != 1) return invalid_argument("per-axis scale must be 1-D, got rank {}", scale.rank());
+    KILN_ASSIGN_OR_RETURN(int64_t axis, im.attr_int("axis", 1));
+    KILN_RETURN_IF_ERROR(normalize_axis(&axis, xs.rank(), "attribute 'axis'"));
+    KILN_ASSIGN_OR_RETURN(Tensor scales_f, fold::cast(scale, DType::kF32));
+    Tensor zps(DType::kI64, {scale.numel()});
+    if (zp) {
+      KILN_ASSIGN_OR_RETURN(zps, fold::cast(*zp, DType::kI64));
+      zps = zps.reshaped({scale.numel()});
+    }
+    Node* sn = im.constant_node(std::move(scales_f), im.node().input(1));
+    Node* zn = im.constant_node(std::move(zps), im.has_input(2) ? im.node().input(2) : im.node().output(0) + "_zero_point");
+    kw.emplace_back("axis", axis);
+    KILN_ASSIGN_OR_RETURN(y, im.call(quantize ? OpId::kQuantizePerChannel : OpId::kDequantizePerChannel, {x, sn, zn}, kw));
+  }
+  im.set_output(0, y);
+  return Status::Ok();
+}
+Status convert_quantize(Importer& im) { return convert_qdq(im, true); }
+Status convert_dequantize(Importer& im) { return convert_qdq(im, false); }
+
+constexpr OpEntry kNnOps[] = {
+    {"Conv", convert_conv},
+    {"ConvTranspose", convert_conv_transpose},
+    {"Gemm", convert_gemm},
+    {"MatMul", convert_matmul},
+    {"BatchNormalization", convert_batch_norm},
+    {"LayerNormalization", convert_layer_norm},
+    {"InstanceNormalization", convert_instance_norm},
+    {"GlobalAveragePool", convert_global_avg_pool},
+    {"AveragePool", convert_avg_pool},
+    {"MaxPool", convert_max_pool},
+    {"Softmax", convert_softmax},
+    {"LogSoftmax", convert_log_softmax},
+    {"Resize", convert_resize},
+    {"DepthToSpace", convert_depth_to_space},
+    {"SpaceToDepth", convert_space_to_depth},
+    {"QuantizeLinear", convert_quantize},
+    {"DequantizeLinear", convert_dequantize},
+};
+
+}  // namespace
+
+std::span<const OpEntry> nn_ops() { return kNnOps; }
+
+}  // namespace kiln::onnx_import

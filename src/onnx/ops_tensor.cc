@@ -1,0 +1,459 @@
+// Shape and data-movement ONNX ops: Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Concat,
+// Split, Slice, Gather, Expand, Pad, reductions, ArgMax, CumSum.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "convert_util.h"
+#include "fold.h"
+#include "onnx_tensor.h"
+#include "shape_util.h"
+
+namespace kiln::onnx_import {
+namespace {
+
+Status forward(Importer& im, Node* y) {
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
+// torch's sum and cumsum widen integers to i64; ONNX keeps the input dtype.
+Status forward_keep_dtype(Importer& im, Node* y, DType dtype) {
+  if (y->has_spec() && y->spec().dtype != dtype) {
+    KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kCast, {y}, {{"dtype", dtype}}));
+  }
+  return forward(im, y);
+}
+
+Status convert_flatten(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(size_t rank, input_rank(im, 0));
+  int64_t r = static_cast<int64_t>(rank);
+  KILN_ASSIGN_OR_RETURN(int64_t axis, im.attr_int("axis", 1));
+  if (axis < -r || axis > r) return invalid_argument("attribute 'axis' {} is out of range for rank {}", axis, r);
+  if (axis < 0) axis += r;
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  // ONNX Flatten always gives [prod(d < axis), prod(d >= axis)]; build it from kiln flattens.
+  if (axis == 0) {
+    KILN_ASSIGN_OR_RETURN(x, im.call(OpId::kUnsqueeze, {x}, {{"dim", int64_t{0}}}));
+    axis = 1;
+    ++r;
+  }
+  if (axis == r) {
+    KILN_ASSIGN_OR_RETURN(x, im.call(OpId::kUnsqueeze, {x}, {{"dim", r}}));
+    ++r;
+  }
+  if (axis > 1) {
+    KILN_ASSIGN_OR_RETURN(x, im.call(OpId::kFlatten, {x}, {{"start_dim", int64_t{0}}, {"end_dim", axis - 1}}));
+    r -= axis - 1;
+  }
+  if (r > 2) {
+    KILN_ASSIGN_OR_RETURN(x, im.call(OpId::kFlatten, {x}, {{"start_dim", int64_t{1}}, {"end_dim", int64_t{-1}}}));
+  }
+  return forward(im, x);
+}
+
+// Resolves an ONNX Reshape target against the input spec into kiln reshape sizes (-1 once).
+Result<std::vector<int64_t>> reshape_target(const TensorSpec& in, const DimsValue& target,
+                                            bool allowzero) {
+  constexpr int64_t kInfer = -1;
+  std::vector<Dim> t;
+  bool has_infer = false;
+  for (size_t d = 0; d < target.dims.size(); ++d) {
+    Dim v = target.dims[d];
+    if (v.is_static() && v.value() == 0 && !allowzero) {
+      if (d >= in.rank()) return invalid_argument("0 at position {} has no input dim to copy", d);
+      v = in.shape[d];
+    }
+    if (v.is_static() && v.value() == kInfer) {
+      if (has_infer) return invalid_argument("shape has more than one -1");
+      has_infer = true;
+    } else if (v.is_static() && v.value() < 0) {
+      return invalid_argument("shape has a negative size {}", v.value());
+    }
+    t.push_back(v);
+  }
+  std::vector<int64_t> out;
+  size_t symbolic = 0;
+  for (Dim v : t) symbolic += v.is_static() ? 0 : 1;
+  if (symbolic == 0) {
+    for (Dim v : t) out.push_back(v.value());
+    if (auto s = in.static_shape()) {
+      KILN_ASSIGN_OR_RETURN(out, resolve_reshape(*s, out, /*allowzero=*/true));
+    }
+    return out;
+  }
+  // Cancel each symbolic target entry against the same symbol in the input; what is left of the
+  // input must be static to size a -1 exactly.
+  std::vector<Dim> rest = in.shape;
+  for (Dim v : t) {
+    if (v.is_static()) continue;
+    auto it = std::find(rest.begin(), rest.end(), v);
+    if (it != rest.end()) rest.erase(it);
+  }
+  int64_t rest_numel = 1;
+  bool rest_static = true;
+  for (Dim d : rest) {
+    if (!d.is_static()) rest_static = false; else rest_numel *= d.value();
+  }
+  if (has_infer) {
+    if (!rest_static || symbolic != in.rank() - rest.size()) {
+      return unsupported("reshape of {} to a shape with both -1 and symbolic dims", in.to_string());
+    }
+    int64_t known = 1;
+    for (Dim v : t) {
+      if (v.is_static() && v.value() != kInfer) known *= v.value();
+    }
+    if (known == 0 || rest_numel % known != 0) return invalid_argument("cannot infer -1 in reshape of {}", in.to_string());
+    for (Dim v : t) {
+      if (v.is_static() && v.value() == kInfer) v = Dim(rest_numel / known);
+      out.push_back(v.is_static() ? v.value() : kInfer);
+    }
+    if (symbolic > 1) return unsupported("reshape of {} to more than one symbolic dim", in.to_string());
+    return out;
+  }
+  if (symbolic > 1) return unsupported("reshape of {} to more than one symbolic dim", in.to_string());
+  for (Dim v : t) out.push_back(v.is_static() ? v.value() : kInfer);
+  return out;
+}
+
+Status convert_reshape(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(DimsValue target, im.require_dims(1, "input 'shape'"));
+  KILN_ASSIGN_OR_RETURN(int64_t allowzero, im.attr_int("allowzero", 0));
+  KILN_ASSIGN_OR_RETURN(auto shape, reshape_target(xs, target, allowzero != 0));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kReshape, {x}, {{"shape", shape}}));
+  return forward(im, y);
+}
+
+Status convert_transpose(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
+  KILN_ASSIGN_OR_RETURN(auto perm, im.attr_ints("perm"));
+  if (perm.empty()) {
+    for (size_t d = r; d-- > 0;) perm.push_back(static_cast<int64_t>(d));
+  }
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kPermute, {x}, {{"dims", perm}}));
+  return forward(im, y);
+}
+
+Status convert_squeeze(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
+  KILN_ASSIGN_OR_RETURN(auto axes, im.axes_attr_or_input("axes", 1, 13));
+  Arg dim;
+  if (axes && !axes->empty()) {
+    for (int64_t& a : *axes) KILN_RETURN_IF_ERROR(normalize_axis(&a, r, "axes"));
+    dim = Arg(*axes);
+  }
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kSqueeze, {x}, {{"dim", dim}}));
+  return forward(im, y);
+}
+
+Status convert_unsqueeze(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
+  KILN_ASSIGN_OR_RETURN(auto axes, im.axes_attr_or_input("axes", 1, 13));
+  if (!axes || axes->empty()) return invalid_argument("axes are missing");
+  size_t out_rank = r + axes->size();
+  for (int64_t& a : *axes) KILN_RETURN_IF_ERROR(normalize_axis(&a, out_rank, "axes"));
+  std::sort(axes->begin(), axes->end());
+  if (std::adjacent_find(axes->begin(), axes->end()) != axes->end()) return invalid_argument("axes repeat");
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  for (int64_t a : *axes) {
+    KILN_ASSIGN_OR_RETURN(x, im.call(OpId::kUnsqueeze, {x}, {{"dim", a}}));
+  }
+  return forward(im, x);
+}
+
+Status convert_concat(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(int64_t axis, im.attr_int("axis", 0));
+  std::vector<Node*> parts;
+  for (size_t i = 0; i < im.num_inputs(); ++i) {
+    if (!im.has_input(i)) continue;
+    KILN_ASSIGN_OR_RETURN(Node * p, im.input(i));
+    parts.push_back(p);
+  }
+  if (parts.empty()) return invalid_argument("no inputs");
+  if (parts.size() == 1) return forward(im, parts[0]);
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kCat, {parts}, {{"dim", axis}}));
+  return forward(im, y);
+}
+
+Status convert_split(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, im.attr_int("axis", 0));
+  KILN_RETURN_IF_ERROR(normalize_axis(&axis, xs.rank(), "attribute 'axis'"));
+  KILN_ASSIGN_OR_RETURN(auto sizes, im.axes_attr_or_input("split", 1, 13));
+  size_t n = im.num_outputs();
+  if (n == 0) return invalid_argument("no outputs");
+  std::vector<int64_t> split;
+  if (sizes && !sizes->empty()) {
+    split = *sizes;
+    if (split.size() != n) return invalid_argument("'split' has {} sizes for {} outputs", split.size(), n);
+  } else {
+    const Dim& d = xs.shape[static_cast<size_t>(axis)];
+    if (!d.is_static()) return unsupported("equal split of a symbolic dim in {}", xs.to_string());
+    int64_t total = d.value(), count = static_cast<int64_t>(n);
+    if (im.opset() >= 18) {
+      KILN_ASSIGN_OR_RETURN(int64_t num, im.attr_int("num_outputs", count));
+      if (num != count) return invalid_argument("num_outputs {} but {} outputs", num, count);
+      int64_t chunk = (total + count - 1) / count;
+      for (int64_t k = 0; k < count; ++k) split.push_back(std::clamp<int64_t>(total - k * chunk, 0, chunk));
+    } else {
+      if (total % count != 0) return invalid_argument("dim {} does not split into {} equal parts", total, count);
+      split.assign(n, total / count);
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  if (n == 1) return forward(im, x);
+  KILN_ASSIGN_OR_RETURN(Node * s, im.call(OpId::kSplit, {x}, {{"split_sizes", split}, {"dim", axis}}));
+  for (size_t i = 0; i < n; ++i) {
+    KILN_ASSIGN_OR_RETURN(Node * g, im.call(OpId::kGetitem, {s, static_cast<int64_t>(i)}));
+    im.set_output(i, g);
+  }
+  return Status::Ok();
+}
+
+Status convert_slice(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(auto starts, im.require_ints(1, "input 'starts'"));
+  KILN_ASSIGN_OR_RETURN(auto ends, im.require_ints(2, "input 'ends'"));
+  std::vector<int64_t> axes(starts.size()), steps(starts.size(), 1);
+  std::iota(axes.begin(), axes.end(), 0);
+  if (im.has_input(3)) {
+    KILN_ASSIGN_OR_RETURN(axes, im.require_ints(3, "input 'axes'"));
+  }
+  if (im.has_input(4)) {
+    KILN_ASSIGN_OR_RETURN(steps, im.require_ints(4, "input 'steps'"));
+  }
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+    return invalid_argument("starts, ends, axes and steps differ in length");
+  }
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  constexpr int64_t kBig = std::numeric_limits<int32_t>::max();
+  for (size_t k = 0; k < starts.size(); ++k) {
+    int64_t a = axes[k];
+    KILN_RETURN_IF_ERROR(normalize_axis(&a, xs.rank(), "input 'axes'"));
+    int64_t s = starts[k], e = ends[k], st = steps[k];
+    if (st <= 0) return unsupported("slice step {} (only positive steps are supported)", st);
+    const Dim& d = xs.shape[static_cast<size_t>(a)];
+    Arg end = e >= kBig || (d.is_static() && e >= d.value()) ? Arg() : Arg(std::max(e, -kBig));
+    Arg start = Arg(std::clamp(s, -kBig, kBig));
+    if (s == 0 && end.is_none() && st == 1) continue;
+    KILN_ASSIGN_OR_RETURN(x, im.call(OpId::kSlice, {x},
+                                     {{"dim", a}, {"start", start}, {"end", end}, {"step", st}}));
+  }
+  return forward(im, x);
+}
+
+Status convert_gather(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(TensorSpec is, im.input_spec(1));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, im.attr_int("axis", 0));
+  KILN_RETURN_IF_ERROR(normalize_axis(&axis, xs.rank(), "attribute 'axis'"));
+  if (!is_integral(is.dtype)) return invalid_argument("indices must be integers, got {}", dtype_name(is.dtype));
+  const Dim& dim = xs.shape[static_cast<size_t>(axis)];
+  const Tensor* idx = im.const_input(1);
+  if (idx != nullptr) {
+    Tensor fixed = idx->clone();
+    for (int64_t i = 0; i < fixed.numel(); ++i) {
+      int64_t v = fold::get_i64(fixed, i);
+      if (dim.is_static() && (v < -dim.value() || v >= dim.value())) {
+        return out_of_range("index {} is out of range for dim {} of size {}", v, axis, dim.value());
+      }
+      if (v < 0 && dim.is_static()) fixed.set_scalar_at(i, static_cast<double>(v + dim.value()));
+    }
+    if (fixed.rank() == 0) {
+      KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+      KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kSelect, {x}, {{"dim", axis}, {"index", fold::get_i64(fixed, 0)}}));
+      return forward(im, y);
+    }
+    KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+    Node* in = im.constant_node(fixed.reshaped({fixed.numel()}), im.node().input(1));
+    KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kIndexSelect, {x, in}, {{"dim", axis}}));
+    if (fixed.rank() != 1) {
+      std::vector<int64_t> shape;
+      bool inferred = false;
+      for (size_t d = 0; d < xs.rank(); ++d) {
+        if (static_cast<int64_t>(d) == axis) {
+          shape.insert(shape.end(), fixed.shape().begin(), fixed.shape().end());
+        } else if (xs.shape[d].is_static()) {
+          shape.push_back(xs.shape[d].value());
+        } else if (!inferred) {
+          shape.push_back(-1);
+          inferred = true;
+        } else {
+          return unsupported("gather on {} with multi-dim indices", xs.to_string());
+        }
+      }
+      KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kReshape, {y}, {{"shape", shape}}));
+    }
+    return forward(im, y);
+  }
+  if (axis == 0 && xs.rank() == 2 && im.const_input(0) != nullptr) {
+    KILN_ASSIGN_OR_RETURN(Node * w, im.input(0, Role::kWeight));
+    KILN_ASSIGN_OR_RETURN(Node * i, im.input(1));
+    KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kEmbedding, {w, i}));
+    return forward(im, y);
+  }
+  if (is.rank() != 1) return unsupported("runtime indices of rank {} (only 1-D, or 2-D tables on axis 0)", is.rank());
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * i, im.input(1));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kIndexSelect, {x, i}, {{"dim", axis}}));
+  return forward(im, y);
+}
+
+Status convert_expand(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(DimsValue target, im.require_dims(1, "input 'shape'"));
+  size_t r = std::max(xs.rank(), target.dims.size());
+  std::vector<int64_t> size(r);
+  bool same = xs.rank() == r;
+  for (size_t k = 0; k < r; ++k) {
+    bool has_in = k < xs.rank();
+    bool has_t = k < target.dims.size();
+    Dim in = has_in ? xs.shape[xs.rank() - 1 - k] : Dim(1);
+    Dim t = has_t ? target.dims[target.dims.size() - 1 - k] : Dim(1);
+    Dim out = t == Dim(1) ? in : t;
+    if (!(in == Dim(1) || t == Dim(1) || in == t)) {
+      return invalid_argument("cannot expand {} to the given shape", xs.to_string());
+    }
+    if (out != in) same = false;
+    if (out.is_static()) {
+      size[r - 1 - k] = out.value();
+    } else if (has_in && out == in) {
+      size[r - 1 - k] = -1;
+    } else {
+      return unsupported("expanding {} to a new symbolic dim {}", xs.to_string(), out.to_string());
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  if (same) return forward(im, x);
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kExpand, {x}, {{"size", size}}));
+  return forward(im, y);
+}
+
+Status convert_pad(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
+  KILN_ASSIGN_OR_RETURN(std::string mode, im.attr_str("mode", "constant"));
+  KILN_ASSIGN_OR_RETURN(auto pads, im.require_ints(1, "input 'pads'"));
+  std::vector<int64_t> axes(r);
+  std::iota(axes.begin(), axes.end(), 0);
+  if (im.has_input(3)) {
+    KILN_ASSIGN_OR_RETURN(axes, im.require_ints(3, "input 'axes'"));
+    for (int64_t& a : axes) KILN_RETURN_IF_ERROR(normalize_axis(&a, r, "input 'axes'"));
+  }
+  if (pads.size() != 2 * axes.size()) {
+    return invalid_argument("input 'pads' has {} values, expected {}", pads.size(), 2 * axes.size());
+  }
+  std::vector<int64_t> begin(r, 0), end(r, 0);
+  size_t n = axes.size();
+  for (size_t k = 0; k < n; ++k) {
+    begin[static_cast<size_t>(axes[k])] = pads[k];
+    end[static_cast<size_t>(axes[k])] = pads[k + n];
+  }
+  double value = 0;
+  if (im.has_input(2)) {
+    KILN_ASSIGN_OR_RETURN(Tensor v, im.require_const(2, "input 'constant_value'"));
+    if (v.numel() != 1) return invalid_argument("input 'constant_value' must be a scalar");
+    value = fold::get_f64(v, 0);
+  }
+  std::string kmode;
+  if (mode == "constant") kmode = "constant";
+  else if (mode == "reflect") kmode = "reflect";
+  else if (mode == "edge") kmode = "replicate";
+  else if (mode == "wrap") kmode = "circular";
+  else return invalid_argument("attribute 'mode': unknown value '{}'", mode);
+  // torch's pad list runs from the last dim backwards and may stop before the first dims.
+  size_t first = r;
+  for (size_t d = 0; d < r; ++d) {
+    if (begin[d] != 0 || end[d] != 0) {
+      first = d;
+      break;
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  if (first == r) return forward(im, x);
+  std::vector<int64_t> list;
+  for (size_t d = r; d-- > first;) {
+    list.push_back(begin[d]);
+    list.push_back(end[d]);
+  }
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kPad, {x}, {{"pad", list}, {"mode", kmode}, {"value", value}}));
+  return forward(im, y);
+}
+
+Status reduce(Importer& im, OpId op, int64_t axes_input_from) {
+  KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
+  KILN_ASSIGN_OR_RETURN(auto axes, im.axes_attr_or_input("axes", 1, axes_input_from));
+  KILN_ASSIGN_OR_RETURN(int64_t keepdims, im.attr_int("keepdims", 1));
+  KILN_ASSIGN_OR_RETURN(int64_t noop, im.attr_int("noop_with_empty_axes", 0));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  Arg dim;
+  if (axes && !axes->empty()) {
+    for (int64_t& a : *axes) KILN_RETURN_IF_ERROR(normalize_axis(&a, r, "axes"));
+    dim = Arg(*axes);
+  } else if (noop) {
+    return forward(im, x);
+  }
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(op, {x}, {{"dim", dim}, {"keepdim", keepdims != 0}}));
+  return forward_keep_dtype(im, y, xs.dtype);
+}
+Status convert_reduce_mean(Importer& im) { return reduce(im, OpId::kMean, 18); }
+Status convert_reduce_sum(Importer& im) { return reduce(im, OpId::kSum, 13); }
+Status convert_reduce_max(Importer& im) { return reduce(im, OpId::kAmax, 18); }
+Status convert_reduce_min(Importer& im) { return reduce(im, OpId::kAmin, 18); }
+
+Status convert_argmax(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, im.attr_int("axis", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t keepdims, im.attr_int("keepdims", 1));
+  KILN_ASSIGN_OR_RETURN(int64_t last, im.attr_int("select_last_index", 0));
+  if (last != 0) return unsupported("select_last_index=1 is not supported");
+  KILN_RETURN_IF_ERROR(normalize_axis(&axis, r, "attribute 'axis'"));
+  return unary(im, OpId::kArgmax, {{"dim", axis}, {"keepdim", keepdims != 0}});
+}
+
+Status convert_cumsum(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
+  KILN_ASSIGN_OR_RETURN(int64_t exclusive, im.attr_int("exclusive", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t reverse, im.attr_int("reverse", 0));
+  if (exclusive != 0 || reverse != 0) return unsupported("exclusive or reverse CumSum is not supported");
+  KILN_ASSIGN_OR_RETURN(auto axis_v, im.require_ints(1, "input 'axis'"));
+  if (axis_v.size() != 1) return invalid_argument("input 'axis' must hold one value");
+  int64_t axis = axis_v[0];
+  KILN_RETURN_IF_ERROR(normalize_axis(&axis, r, "input 'axis'"));
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kCumsum, {x}, {{"dim", axis}}));
+  return forward_keep_dtype(im, y, xs.dtype);
+}
+
+constexpr OpEntry kTensorOps[] = {
+    {"Flatten", convert_flatten},
+    {"Reshape", convert_reshape},
+    {"Transpose", convert_transpose},
+    {"Squeeze", convert_squeeze},
+    {"Unsqueeze", convert_unsqueeze},
+    {"Concat", convert_concat},
+    {"Split", convert_split},
+    {"Slice", convert_slice},
+    {"Gather", convert_gather},
+    {"Expand", convert_expand},
+    {"Pad", convert_pad},
+    {"ReduceMean", convert_reduce_mean},
+    {"ReduceSum", convert_reduce_sum},
+    {"ReduceMax", convert_reduce_max},
+    {"ReduceMin", convert_reduce_min},
+    {"ArgMax", convert_argmax},
+    {"CumSum", convert_cumsum},
+};
+
+}  // namespace
+
+std::span<const OpEntry> tensor_ops() { return kTensorOps; }
+
+}  // namespace kiln::onnx_import

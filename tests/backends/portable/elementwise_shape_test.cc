@@ -1,0 +1,218 @@
+// Elementwise, reduction, shape, indexing, creation and quantization kernels on hand-checked
+// values, plus coverage of the kernel table against ops.inc.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernel_test_util.h"
+#include "kiln/ir/op_registry.h"
+
+namespace kiln::portable::testing {
+namespace {
+
+TEST(PortableTable, EveryRegisteredOpHasAKernel) {
+  for (const OpDef& def : all_ops()) {
+    if (def.id == OpId::kCallDelegate || def.id == OpId::kGetitem) continue;
+    EXPECT_NE(find_kernel(def.schema.name), nullptr) << "no kernel for " << def.schema.name;
+  }
+  for (const KernelEntry& e : kernel_table()) {
+    EXPECT_TRUE(op_from_name(e.op_name).has_value()) << "kernel for unknown op " << e.op_name;
+  }
+}
+
+TEST(PortableElementwise, ArithmeticBroadcastAndPromotion) {
+  Tensor a = make(DType::kF32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor b = make(DType::kF32, {3}, {10, 20, 30});
+  EXPECT_EQ(values(Call("add").in(a).in(b).attr("alpha", 2.0).run()), (std::vector<double>{21, 42, 63, 24, 45, 66}));
+  EXPECT_EQ(values(Call("sub").in(a).number(1, true).run()), (std::vector<double>{0, 1, 2, 3, 4, 5}));
+  Tensor col = make(DType::kF32, {2, 1}, {2, 3});
+  EXPECT_EQ(values(Call("mul").in(a).in(col).run()), (std::vector<double>{2, 4, 6, 12, 15, 18}));
+  Tensor i = make(DType::kI32, {4}, {7, -7, 8, -9});
+  Tensor two = make(DType::kI32, {1}, {2});
+  Tensor q = Call("div").in(i).in(two).run();
+  EXPECT_EQ(q.dtype(), DType::kF32);  // true division of ints
+  EXPECT_EQ(values(q), (std::vector<double>{3.5, -3.5, 4, -4.5}));
+  EXPECT_EQ(values(Call("div").in(i).in(two).attr("rounding_mode", std::string("trunc")).run()), (std::vector<double>{3, -3, 4, -4}));
+  Tensor fl = Call("div").in(i).in(two).attr("rounding_mode", std::string("floor")).run();
+  EXPECT_EQ(fl.dtype(), DType::kI32);
+  EXPECT_EQ(values(fl), (std::vector<double>{3, -4, 4, -5}));
+  Tensor zero = make(DType::kI32, {1}, {0});
+  EXPECT_FALSE(Call("div").in(i).in(zero).attr("rounding_mode", std::string("trunc")).try_run().ok());
+  // int tensor + float number -> f32; i64 + i32 -> i64.
+  EXPECT_EQ(Call("add").in(i).number(0.5).run().dtype(), DType::kF32);
+  EXPECT_EQ(Call("add").in(i).in(make(DType::kI64, {4}, {1, 1, 1, 1})).run().dtype(), DType::kI64);
+  EXPECT_EQ(values(Call("pow").in(i).number(2, true).run()), (std::vector<double>{49, 49, 64, 81}));
+  EXPECT_EQ(values(Call("pow").in(a).number(0.5).run())[3], 2.0);
+  // f16 computes through f32 and stays f16.
+  Tensor h = make(DType::kF16, {2}, {1.5, -2});
+  Tensor hs = Call("add").in(h).in(h).run();
+  EXPECT_EQ(hs.dtype(), DType::kF16);
+  EXPECT_EQ(values(hs), (std::vector<double>{3, -4}));
+}
+
+TEST(PortableElementwise, UnaryActivations) {
+  Tensor x = make(DType::kF32, {6}, {-4, -1, -0.5, 0, 1, 7});
+  auto close = [](const Tensor& t, const std::vector<double>& e) {
+    ASSERT_EQ(static_cast<size_t>(t.numel()), e.size());
+    for (size_t i = 0; i < e.size(); ++i) EXPECT_NEAR(t.scalar_at(static_cast<int64_t>(i)), e[i], 1e-6) << i;
+  };
+  close(Call("relu").in(x).run(), {0, 0, 0, 0, 1, 7});
+  close(Call("relu6").in(x).run(), {0, 0, 0, 0, 1, 6});
+  close(Call("hardswish").in(x).run(), {0, -1.0 / 3, -0.5 * 2.5 / 6, 0, 4.0 / 6, 7});
+  close(Call("hardsigmoid").in(x).run(), {0, 1.0 / 3, 0.5 - 0.5 / 6, 0.5, 0.5 + 1.0 / 6, 1});
+  close(Call("leaky_relu").in(x).attr("negative_slope", 0.1).run(), {-0.4, -0.1, -0.05, 0, 1, 7});
+  close(Call("clamp").in(x).attr("min", -1.0).attr("max", 2.0).run(), {-1, -1, -0.5, 0, 1, 2});
+  close(Call("sigmoid").in(x).run(), {1 / (1 + std::exp(4.0)), 1 / (1 + std::exp(1.0)), 1 / (1 + std::exp(0.5)), 0.5, 1 / (1 + std::exp(-1.0)), 1 / (1 + std::exp(-7.0))});
+  close(Call("gelu").in(x).run(), {-4 * 0.5 * (1 + std::erf(-4 / std::sqrt(2.0))), -0.5 * (1 + std::erf(-1 / std::sqrt(2.0))), -0.5 * 0.5 * (1 + std::erf(-0.5 / std::sqrt(2.0))), 0, 0.8413447460685429, 7});
+  close(Call("gelu").in(x).attr("approximate", std::string("tanh")).run(), {-4 * 0.5 * (1 + std::tanh(0.7978845608028654 * (-4 - 0.044715 * 64))), -0.5 * (1 + std::tanh(0.7978845608028654 * (-1 - 0.044715))), -0.5 * 0.5 * (1 + std::tanh(0.7978845608028654 * (-0.5 - 0.044715 * 0.125))), 0, 0.5 * (1 + std::tanh(0.7978845608028654 * (1 + 0.044715))), 7});
+  close(Call("neg").in(x).run(), {4, 1, 0.5, 0, -1, -7});
+  close(Call("abs").in(x).run(), {4, 1, 0.5, 0, 1, 7});
+  Tensor p = make(DType::kF32, {2}, {1, 4});
+  close(Call("rsqrt").in(p).run(), {1, 0.5});
+  close(Call("log").in(p).run(), {0, std::log(4.0)});
+  Tensor ix = make(DType::kI64, {3}, {-5, 2, 9});
+  Tensor c = Call("clamp").in(ix).attr("min", 0.0).attr("max", 5.0).run();
+  EXPECT_EQ(c.dtype(), DType::kI64);
+  EXPECT_EQ(values(c), (std::vector<double>{0, 2, 5}));
+  Tensor img = make(DType::kF32, {1, 2, 2}, {-1, 2, -3, 4});
+  Tensor slope = make(DType::kF32, {2}, {0.5, 0.25});
+  close(Call("prelu").in(img).in(slope).run(), {-0.5, 2, -0.75, 4});
+}
+
+TEST(PortableElementwise, CompareWhereLogic) {
+  Tensor a = make(DType::kI64, {4}, {1, 2, 3, 4});
+  EXPECT_EQ(values(Call("gt").in(a).number(2, true).run()), (std::vector<double>{0, 0, 1, 1}));
+  EXPECT_EQ(values(Call("le").in(a).number(2.5).run()), (std::vector<double>{1, 1, 0, 0}));
+  EXPECT_EQ(Call("eq").in(a).in(a).run().dtype(), DType::kBool);
+  Tensor cond = make(DType::kBool, {2, 1}, {1, 0});
+  Tensor w = Call("where").in(cond).in(make(DType::kF32, {2}, {1, 2})).number(-1).run();
+  EXPECT_EQ(w.shape(), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(values(w), (std::vector<double>{1, 2, -1, -1}));
+  Tensor wi = Call("where").in(cond).in(make(DType::kI32, {1}, {5})).in(make(DType::kI32, {1}, {7})).run();
+  EXPECT_EQ(wi.dtype(), DType::kI32);
+  EXPECT_EQ(values(wi), (std::vector<double>{5, 7}));
+  Tensor b1 = make(DType::kBool, {3}, {1, 0, 1}), b2 = make(DType::kBool, {3}, {1, 1, 0});
+  EXPECT_EQ(values(Call("logical_and").in(b1).in(b2).run()), (std::vector<double>{1, 0, 0}));
+  EXPECT_EQ(values(Call("logical_or").in(b1).in(b2).run()), (std::vector<double>{1, 1, 1}));
+  EXPECT_EQ(values(Call("logical_not").in(b1).run()), (std::vector<double>{0, 1, 0}));
+}
+
+TEST(PortableReduce, SumMeanMaxArgmaxCumsum) {
+  Tensor x = make(DType::kF32, {2, 3}, {1, 5, 3, 4, 2, 6});
+  EXPECT_EQ(values(Call("sum").in(x).attr("dim", std::vector<int64_t>{1}).run()), (std::vector<double>{9, 12}));
+  Tensor m = Call("mean").in(x).attr("dim", std::vector<int64_t>{0}).attr("keepdim", true).run();
+  EXPECT_EQ(m.shape(), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(values(m), (std::vector<double>{2.5, 3.5, 4.5}));
+  EXPECT_EQ(values(Call("mean").in(x).run()), (std::vector<double>{3.5}));
+  EXPECT_EQ(values(Call("amax").in(x).attr("dim", std::vector<int64_t>{-1}).run()), (std::vector<double>{5, 6}));
+  EXPECT_EQ(values(Call("amin").in(x).attr("dim", std::vector<int64_t>{0, 1}).run()), (std::vector<double>{1}));
+  Tensor am = Call("argmax").in(x).attr("dim", int64_t{1}).run();
+  EXPECT_EQ(am.dtype(), DType::kI64);
+  EXPECT_EQ(values(am), (std::vector<double>{1, 2}));
+  EXPECT_EQ(values(Call("argmax").in(x).run()), (std::vector<double>{5}));
+  Tensor xi = make(DType::kI32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor si = Call("sum").in(xi).run();
+  EXPECT_EQ(si.dtype(), DType::kI64);
+  EXPECT_EQ(values(si), (std::vector<double>{21}));
+  EXPECT_EQ(values(Call("cumsum").in(xi).attr("dim", int64_t{1}).run()), (std::vector<double>{1, 3, 6, 4, 9, 15}));
+  EXPECT_EQ(values(Call("cumsum").in(x).attr("dim", int64_t{0}).run()), (std::vector<double>{1, 5, 3, 5, 7, 9}));
+}
+
+TEST(PortableShape, ViewsShareStorage) {
+  Tensor x = make(DType::kF32, {2, 3, 4}, std::vector<double>(24, 1.0));
+  Tensor r = Call("reshape").in(x).attr("shape", std::vector<int64_t>{-1, 4}).run();
+  EXPECT_EQ(r.shape(), (std::vector<int64_t>{6, 4}));
+  EXPECT_TRUE(r.shares_storage_with(x));
+  EXPECT_TRUE(Call("flatten").in(x).attr("start_dim", int64_t{1}).run().shares_storage_with(x));
+  EXPECT_TRUE(Call("unsqueeze").in(x).attr("dim", int64_t{-1}).run().shares_storage_with(x));
+  Tensor s0 = Call("slice").in(x).attr("dim", int64_t{0}).attr("start", int64_t{1}).run();
+  EXPECT_TRUE(s0.shares_storage_with(x));
+  EXPECT_EQ(s0.storage_offset(), 12 * sizeof(float));
+  Tensor sel = Call("select").in(x).attr("dim", int64_t{0}).attr("index", int64_t{-1}).run();
+  EXPECT_EQ(sel.shape(), (std::vector<int64_t>{3, 4}));
+  EXPECT_TRUE(sel.shares_storage_with(x));
+  EXPECT_FALSE(Call("reshape").in(x).attr("shape", std::vector<int64_t>{5, -1}).try_run().ok());
+}
+
+TEST(PortableShape, PermuteCatSplitSliceExpandPad) {
+  Tensor x = make(DType::kI64, {2, 3}, {0, 1, 2, 3, 4, 5});
+  EXPECT_EQ(values(Call("transpose").in(x).attr("dim0", int64_t{0}).attr("dim1", int64_t{1}).run()), (std::vector<double>{0, 3, 1, 4, 2, 5}));
+  Tensor p3 = make(DType::kF32, {2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+  EXPECT_EQ(values(Call("permute").in(p3).attr("dims", std::vector<int64_t>{2, 0, 1}).run()), (std::vector<double>{0, 2, 4, 6, 1, 3, 5, 7}));
+  Tensor y = make(DType::kI64, {2, 1}, {9, 8});
+  Tensor c = Call("cat").in_list({x, y}).attr("dim", int64_t{1}).run();
+  EXPECT_EQ(c.shape(), (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(values(c), (std::vector<double>{0, 1, 2, 9, 3, 4, 5, 8}));
+  auto parts = Call("split").in(c).attr("split_sizes", std::vector<int64_t>{1, 3}).attr("dim", int64_t{1}).try_run();
+  ASSERT_TRUE(parts.ok());
+  ASSERT_EQ(parts->size(), 2u);
+  EXPECT_EQ(values((*parts)[0]), (std::vector<double>{0, 3}));
+  EXPECT_EQ(values((*parts)[1]), (std::vector<double>{1, 2, 9, 4, 5, 8}));
+  Tensor s = Call("slice").in(c).attr("dim", int64_t{1}).attr("start", int64_t{-3}).attr("end", int64_t{100}).attr("step", int64_t{2}).run();
+  EXPECT_EQ(values(s), (std::vector<double>{1, 9, 4, 8}));
+  Tensor e = Call("expand").in(y).attr("size", std::vector<int64_t>{2, 2, -1, 3}).run();
+  EXPECT_EQ(e.shape(), (std::vector<int64_t>{2, 2, 2, 3}));
+  EXPECT_EQ(e.scalar_at(3), 8);
+  EXPECT_EQ(values(Call("squeeze").in(y).run()), (std::vector<double>{9, 8}));
+  Tensor row = make(DType::kF32, {1, 3}, {1, 2, 3});
+  EXPECT_EQ(values(Call("pad").in(row).attr("pad", std::vector<int64_t>{2, 1}).attr("value", 7.0).run()), (std::vector<double>{7, 7, 1, 2, 3, 7}));
+  EXPECT_EQ(values(Call("pad").in(row).attr("pad", std::vector<int64_t>{2, 2}).attr("mode", std::string("reflect")).run()), (std::vector<double>{3, 2, 1, 2, 3, 2, 1}));
+  EXPECT_EQ(values(Call("pad").in(row).attr("pad", std::vector<int64_t>{1, 1, 1, 0}).attr("mode", std::string("replicate")).run()), (std::vector<double>{1, 1, 2, 3, 3, 1, 1, 2, 3, 3}));
+  EXPECT_EQ(values(Call("pad").in(row).attr("pad", std::vector<int64_t>{-1, 0}).run()), (std::vector<double>{2, 3}));
+}
+
+TEST(PortableIndex, GatherIndexSelectEmbeddingIndexPut) {
+  Tensor x = make(DType::kF32, {3, 2}, {0, 1, 2, 3, 4, 5});
+  Tensor idx = make(DType::kI64, {2}, {2, -3});
+  EXPECT_EQ(values(Call("index_select").in(x).in(idx).attr("dim", int64_t{0}).run()), (std::vector<double>{4, 5, 0, 1}));
+  EXPECT_EQ(values(Call("embedding").in(x).in(make(DType::kI32, {1, 2}, {1, 1})).run()), (std::vector<double>{2, 3, 2, 3}));
+  Tensor gi = make(DType::kI64, {3, 1}, {1, 0, 1});
+  EXPECT_EQ(values(Call("gather").in(x).in(gi).attr("dim", int64_t{1}).run()), (std::vector<double>{1, 2, 5}));
+  auto bad = Call("index_select").in(x).in(make(DType::kI64, {1}, {3})).attr("dim", int64_t{0}).try_run();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("out of range"), std::string::npos);
+  Tensor put = Call("index_put").in(x).in_list({make(DType::kI64, {2}, {0, 2})}).in(make(DType::kF32, {1}, {9})).run();
+  EXPECT_EQ(values(put), (std::vector<double>{9, 9, 2, 3, 9, 9}));
+  Tensor acc = Call("index_put").in(x).in_list({make(DType::kI64, {2}, {1, 1}), make(DType::kI64, {2}, {0, 0})})
+                   .in(make(DType::kF32, {2}, {10, 20})).attr("accumulate", true).run();
+  EXPECT_EQ(values(acc), (std::vector<double>{0, 1, 32, 3, 4, 5}));
+  EXPECT_EQ(values(x), (std::vector<double>{0, 1, 2, 3, 4, 5}));  // input untouched
+  Tensor mask = make(DType::kBool, {3, 2}, {0, 1, 0, 0, 1, 0});
+  EXPECT_EQ(values(Call("index_put").in(x).in_list({mask}).in(make(DType::kF32, {}, {-1})).run()), (std::vector<double>{0, -1, 2, 3, -1, 5}));
+}
+
+TEST(PortableCreation, CastFullArange) {
+  Tensor f = make(DType::kF32, {4}, {-1.7, 2.9, 300, -300});
+  EXPECT_EQ(values(Call("cast").in(f).attr("dtype", DType::kI32).run()), (std::vector<double>{-1, 2, 300, -300}));
+  EXPECT_EQ(values(Call("cast").in(f).attr("dtype", DType::kBool).run()), (std::vector<double>{1, 1, 1, 1}));
+  Tensor full = Call("full").attr("size", std::vector<int64_t>{2, 2}).attr("fill_value", 1.5).attr("dtype", DType::kF32).run();
+  EXPECT_EQ(values(full), (std::vector<double>{1.5, 1.5, 1.5, 1.5}));
+  Tensor ar = Call("arange").attr("start", 1.0).attr("end", 2.0).attr("step", 0.25).attr("dtype", DType::kF32).run();
+  EXPECT_EQ(values(ar), (std::vector<double>{1, 1.25, 1.5, 1.75}));
+  EXPECT_EQ(Call("arange").attr("end", 5.0).run().dtype(), DType::kI64);
+}
+
+TEST(PortableQuant, RoundHalfToEvenAndClamp) {
+  Tensor x = make(DType::kF32, {8}, {0.5, 1.5, 2.5, -0.5, -1.5, 100, -100, 0.26});
+  Tensor q = Call("quantize_per_tensor").in(x).attr("scale", 1.0).attr("zero_point", int64_t{0})
+                 .attr("quant_min", int64_t{-128}).attr("quant_max", int64_t{127}).attr("dtype", DType::kI8).run();
+  EXPECT_EQ(q.dtype(), DType::kI8);
+  EXPECT_EQ(values(q), (std::vector<double>{0, 2, 2, -0, -2, 100, -100, 0}));
+  Tensor q2 = Call("quantize_per_tensor").in(x).attr("scale", 0.5).attr("zero_point", int64_t{10})
+                  .attr("quant_min", int64_t{0}).attr("quant_max", int64_t{255}).attr("dtype", DType::kU8).run();
+  EXPECT_EQ(values(q2), (std::vector<double>{11, 13, 15, 9, 7, 210, 0, 11}));
+  Tensor dq = Call("dequantize_per_tensor").in(q2).attr("scale", 0.5).attr("zero_point", int64_t{10})
+                  .attr("quant_min", int64_t{0}).attr("quant_max", int64_t{255}).attr("dtype", DType::kU8).run();
+  EXPECT_EQ(values(dq), (std::vector<double>{0.5, 1.5, 2.5, -0.5, -1.5, 100, -5, 0.5}));
+  Tensor w = make(DType::kF32, {2, 2}, {1, -1, 1, -1});
+  Tensor scales = make(DType::kF32, {2}, {0.5, 0.25}), zps = make(DType::kI64, {2}, {0, 1});
+  Tensor qc = Call("quantize_per_channel").in(w).in(scales).in(zps).attr("axis", int64_t{0})
+                  .attr("quant_min", int64_t{-8}).attr("quant_max", int64_t{7}).attr("dtype", DType::kI8).run();
+  EXPECT_EQ(values(qc), (std::vector<double>{2, -2, 5, -3}));
+  Tensor dqc = Call("dequantize_per_channel").in(qc).in(scales).in(zps).attr("axis", int64_t{0})
+                   .attr("quant_min", int64_t{-8}).attr("quant_max", int64_t{7}).attr("dtype", DType::kI8).run();
+  EXPECT_EQ(values(dqc), (std::vector<double>{1, -1, 1, -1}));
+}
+
+}  // namespace
+}  // namespace kiln::portable::testing

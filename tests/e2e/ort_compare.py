@@ -1,0 +1,119 @@
+#!/usr/bin/python3
+"""Runs ONNX models with `kiln run` and with onnxruntime-node on the same inputs and compares.
+
+Usage: ort_compare.py --kiln KILN --source-dir SRC --work-dir DIR [--torch-models] [--threads N]
+
+Generates the per-op models with tests/models/make_op_models.py into DIR/op_models, and (with
+--torch-models) exports ResNet18, MobileNetV2 and a TransformerEncoderLayer with
+tests/models/export_torch_models.py into DIR/torch_models (kept as a cache). Floats must match
+within 1e-4 relative to the reference magnitude; integers and bools exactly. Exit 0 if all match.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+PY = "/usr/bin/python3"
+
+
+def run(cmd, cwd=None):
+    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def compare(got, ref):
+    if got.shape != ref.shape:
+        return f"shape {got.shape} vs ORT {ref.shape}"
+    if got.dtype != ref.dtype:
+        return f"dtype {got.dtype} vs ORT {ref.dtype}"
+    if np.issubdtype(ref.dtype, np.floating):
+        if ref.size == 0:
+            return None
+        if not np.array_equal(np.isnan(got), np.isnan(ref)):
+            return "NaN positions differ"
+        mag = max(1.0, float(np.nanmax(np.abs(ref))))
+        err = float(np.nanmax(np.abs(got.astype(np.float64) - ref.astype(np.float64)))) / mag
+        return None if err <= 1e-4 else f"max relative error {err:.3g} > 1e-4"
+    return None if np.array_equal(got, ref) else f"{int(np.sum(got != ref))} elements differ"
+
+
+def check_model(args, name, model, inputs, out_root):
+    kdir = os.path.join(out_root, name + ".kiln")
+    odir = os.path.join(out_root, name + ".ort")
+    feeds = [f"{n}={p}" for n, p in inputs]
+    kcmd = [args.kiln, "run", model, "--output-dir", kdir, "--threads", str(args.threads)]
+    for f in feeds:
+        kcmd += ["--input", f]
+    rc, out, err = run(kcmd)
+    if rc != 0:
+        return f"kiln failed: {err.strip() or out.strip()}"
+    kouts = re.findall(r"^output '([^']*)'", out, re.M)
+    rc, oout, oerr = run(["node", os.path.join(args.source_dir, "tests/ref/ort_run.mjs"), model,
+                          "--out", odir, "--threads", str(args.threads)] + feeds)
+    if rc != 0:
+        return f"ORT failed: {oerr.strip()}"
+    oouts = re.findall(r"^output (\S+)", oout, re.M)
+    if len(kouts) != len(oouts):
+        return f"kiln gave {len(kouts)} outputs, ORT {len(oouts)}"
+    for i, (k, o) in enumerate(zip(kouts, oouts)):
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", k)
+        if not safe or safe[0] == ".":
+            safe = "_" + safe
+        got = np.load(os.path.join(kdir, safe + ".npy"))
+        ref = np.load(os.path.join(odir, o + ".npy"))
+        why = compare(got, ref)
+        if why:
+            return f"output {i} ('{k}'): {why}"
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kiln", required=True)
+    ap.add_argument("--source-dir", required=True)
+    ap.add_argument("--work-dir", required=True)
+    ap.add_argument("--torch-models", action="store_true")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--only", nargs="*", help="run only these cases")
+    args = ap.parse_args()
+    models_dir = os.path.join(args.work_dir, "op_models")
+    rc, out, err = run([PY, os.path.join(args.source_dir, "tests/models/make_op_models.py"), models_dir])
+    if rc != 0:
+        print(err)
+        return 1
+    jobs = []
+    with open(os.path.join(models_dir, "cases.txt")) as f:
+        for name in f.read().split():
+            in_dir = os.path.join(models_dir, name + ".inputs")
+            inputs = sorted((fn[:-4], os.path.join(in_dir, fn)) for fn in os.listdir(in_dir))
+            jobs.append((name, os.path.join(models_dir, name + ".onnx"), inputs))
+    if args.torch_models:
+        tdir = os.path.join(args.work_dir, "torch_models")
+        rc, out, err = run([PY, os.path.join(args.source_dir, "tests/models/export_torch_models.py"), tdir])
+        if rc != 0:
+            print(err)
+            return 1
+        rng = np.random.default_rng(0)
+        for name, shape in [("resnet18", (1, 3, 224, 224)), ("mobilenet_v2", (1, 3, 224, 224)),
+                            ("transformer_encoder_layer", (1, 64, 256))]:
+            path = os.path.join(tdir, name + ".input.npy")
+            np.save(path, rng.standard_normal(shape).astype(np.float32))
+            jobs.append((name, os.path.join(tdir, name + ".onnx"), [("input", path)]))
+    out_root = os.path.join(args.work_dir, "results")
+    os.makedirs(out_root, exist_ok=True)
+    failed = []
+    jobs = [j for j in jobs if not args.only or j[0] in args.only]
+    for name, model, inputs in jobs:
+        why = check_model(args, name, model, inputs, out_root)
+        print(f"{'PASS' if why is None else 'FAIL'} {name}" + ("" if why is None else f": {why}"))
+        if why is not None:
+            failed.append(name)
+    print(f"{len(jobs) - len(failed)} of {len(jobs)} models match ORT")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+#!/usr/bin/python3
+"""Exports the end-to-end models of issue 3 to ONNX (opset 17) with Debian's PyTorch.
+
+Usage: /usr/bin/python3 tests/models/export_torch_models.py CACHE_DIR [--force]
+
+Writes CACHE_DIR/{resnet18,mobilenet_v2,transformer_encoder_layer}.onnx. Weights are random
+(weights=None, torch.manual_seed(0)): no download. Existing files are kept unless --force.
+"""
+import argparse
+import os
+import sys
+
+import torch
+import torchvision
+
+OPSET = 17
+
+
+def models():
+    torch.manual_seed(0)
+    resnet = torchvision.models.resnet18(weights=None).eval()
+    torch.manual_seed(0)
+    mobilenet = torchvision.models.mobilenet_v2(weights=None).eval()
+    torch.manual_seed(0)
+    encoder = torch.nn.TransformerEncoderLayer(256, 4, 1024, batch_first=True).eval()
+    return [
+        ("resnet18", resnet, torch.randn(1, 3, 224, 224)),
+        ("mobilenet_v2", mobilenet, torch.randn(1, 3, 224, 224)),
+        ("transformer_encoder_layer", encoder, torch.randn(1, 64, 256)),
+    ]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("cache_dir")
+    parser.add_argument("--force", action="store_true", help="re-export existing files")
+    args = parser.parse_args()
+    os.makedirs(args.cache_dir, exist_ok=True)
+    for name, model, example in models():
+        path = os.path.join(args.cache_dir, name + ".onnx")
+        if os.path.exists(path) and not args.force:
+            print(f"{path}: exists")
+            continue
+        tmp = path + ".tmp"
+        # Not under no_grad: torch 1.13 would take TransformerEncoderLayer's fused fast path,
+        # which has no ONNX export.
+        torch.onnx.export(model, (example,), tmp, opset_version=OPSET,
+                          input_names=["input"], output_names=["output"],
+                          do_constant_folding=True)
+        os.replace(tmp, path)
+        print(f"{path}: exported")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+#!/usr/bin/python3
+"""Writes small single-op ONNX models (opset 17) and seeded inputs for the kiln-vs-ORT check.
+
+Usage: /usr/bin/python3 tests/models/make_op_models.py OUT_DIR
+
+For each case writes OUT_DIR/<case>.onnx and OUT_DIR/<case>.inputs/<input name>.npy, and lists
+the cases in OUT_DIR/cases.txt. Needs Debian's python3-onnx and numpy; no network.
+"""
+import os
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper, mapping, numpy_helper
+
+OPSET = 17
+F = TensorProto.FLOAT
+I64 = TensorProto.INT64
+B = TensorProto.BOOL
+
+
+def rng(seed):
+    return np.random.default_rng(seed)
+
+
+class Case:
+    def __init__(self, name, nodes, inputs, outputs, inits=None):
+        self.name, self.nodes, self.inputs, self.outputs = name, nodes, inputs, outputs
+        self.inits = inits or {}
+
+
+def case(name, op, inputs, out_type=F, inits=None, n_out=1, **attrs):
+    """One node `op` reading `inputs` (name -> array) and `inits` (name -> array)."""
+    inits = inits or {}
+    names = list(inputs) + list(inits)
+    outs = [f"out{i}" for i in range(n_out)]
+    node = helper.make_node(op, names, outs, **attrs)
+    return Case(name, [node], inputs, [(o, out_type) for o in outs], inits)
+
+
+def cases():
+    r = rng(0)
+    x4 = r.standard_normal((1, 4, 9, 9)).astype(np.float32)
+    x2 = r.standard_normal((3, 5)).astype(np.float32)
+    y2 = r.standard_normal((3, 5)).astype(np.float32)
+    row = r.standard_normal((5,)).astype(np.float32)
+    w = lambda *s: r.standard_normal(s).astype(np.float32)  # noqa: E731
+    i64 = lambda *v: np.array(v, dtype=np.int64)  # noqa: E731
+    out = [
+        case("conv", "Conv", {"x": x4}, inits={"w": w(6, 4, 3, 3), "b": w(6)}, pads=[1, 0, 2, 1],
+             strides=[2, 1]),
+        case("conv_group_dilation", "Conv", {"x": x4}, inits={"w": w(4, 2, 3, 3)}, group=2,
+             dilations=[2, 2], pads=[2, 2, 2, 2]),
+        case("conv_depthwise", "Conv", {"x": x4}, inits={"w": w(4, 1, 3, 3), "b": w(4)}, group=4,
+             pads=[1, 1, 1, 1], strides=[2, 2]),
+        case("conv_1x1", "Conv", {"x": x4}, inits={"w": w(8, 4, 1, 1), "b": w(8)}),
+        case("conv1d", "Conv", {"x": w(2, 3, 17)}, inits={"w": w(5, 3, 4)}, pads=[2, 1]),
+        case("conv_transpose", "ConvTranspose", {"x": x4}, inits={"w": w(4, 3, 3, 3), "b": w(3)},
+             strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1]),
+        case("gemm", "Gemm", {"a": x2}, inits={"b": w(6, 5), "c": w(6)}, transB=1, alpha=0.5,
+             beta=2.0),
+        case("matmul_batched", "MatMul", {"a": w(2, 3, 4, 5), "b": w(2, 3, 5, 6)}),
+        case("matmul_shared", "MatMul", {"a": w(2, 7, 5)}, inits={"b": w(5, 3)}),
+        case("add_broadcast", "Add", {"a": x2, "b": row}),
+        case("sub", "Sub", {"a": x2, "b": y2}),
+        case("mul", "Mul", {"a": x2, "b": row}),
+        case("div", "Div", {"a": x2, "b": (np.abs(y2) + 0.5).astype(np.float32)}),
+        case("pow", "Pow", {"a": (np.abs(x2) + 0.1).astype(np.float32)},
+             inits={"e": np.array(1.7, np.float32)}),
+        case("add_int", "Add", {"a": i64(1, 2, 3), "b": i64(10, -20, 30)}, out_type=I64),
+        case("relu", "Relu", {"x": x2}),
+        case("clip", "Clip", {"x": x2}, inits={"lo": np.array(-0.5, np.float32),
+                                                "hi": np.array(0.7, np.float32)}),
+        case("sigmoid", "Sigmoid", {"x": x2}),
+        case("tanh", "Tanh", {"x": x2}),
+        case("hardswish", "HardSwish", {"x": (x2 * 4).astype(np.float32)}),
+        case("hardsigmoid", "HardSigmoid", {"x": (x2 * 4).astype(np.float32)}, alpha=0.2, beta=0.4),
+        case("leaky_relu", "LeakyRelu", {"x": x2}, alpha=0.1),
+        case("prelu", "PRelu", {"x": x4}, inits={"s": w(4, 1, 1)}),
+        case("erf", "Erf", {"x": x2}),
+        case("softmax", "Softmax", {"x": x2}, axis=0),
+        case("log_softmax", "LogSoftmax", {"x": x2}, axis=-1),
+        case("batch_norm", "BatchNormalization", {"x": x4},
+             inits={"s": w(4), "b": w(4), "m": w(4), "v": (np.abs(w(4)) + 0.5).astype(np.float32)}),
+        case("layer_norm", "LayerNormalization", {"x": w(2, 3, 8)}, inits={"s": w(8), "b": w(8)},
+             axis=-1, epsilon=1e-5),
+        case("instance_norm", "InstanceNormalization", {"x": x4}, inits={"s": w(4), "b": w(4)}),
+        case("global_avg_pool", "GlobalAveragePool", {"x": x4}),
+        case("avg_pool", "AveragePool", {"x": x4}, kernel_shape=[3, 3], strides=[2, 2],
+             pads=[1, 1, 1, 1], count_include_pad=0, ceil_mode=1),
+        case("avg_pool_include_pad", "AveragePool", {"x": x4}, kernel_shape=[2, 3], strides=[2, 2],
+             pads=[1, 1, 1, 1], count_include_pad=1),
+        case("max_pool", "MaxPool", {"x": x4}, kernel_shape=[3, 3], strides=[2, 2],
+             pads=[1, 1, 1, 1]),
+        case("max_pool_ceil", "MaxPool", {"x": x4}, kernel_shape=[2, 2], strides=[2, 2],
+             ceil_mode=1),
+        case("flatten", "Flatten", {"x": x4}, axis=2),
+        case("reshape", "Reshape", {"x": x4}, inits={"s": i64(0, -1, 3)}),
+        case("transpose", "Transpose", {"x": x4}, perm=[0, 2, 3, 1]),
+        case("squeeze", "Squeeze", {"x": w(3, 1, 5, 1)}, inits={"axes": i64(1, 3)}),
+        case("unsqueeze", "Unsqueeze", {"x": x2}, inits={"axes": i64(0, 3)}),
+        case("concat", "Concat", {"a": x2, "b": y2}, axis=1),
+        case("split", "Split", {"x": w(6, 4)}, inits={"sizes": i64(2, 4)}, n_out=2, axis=0),
+        case("slice", "Slice", {"x": x4}, inits={"st": i64(1, -7), "en": i64(100, -1),
+                                                  "ax": i64(2, 3), "sp": i64(2, 1)}),
+        case("gather", "Gather", {"x": x2}, inits={"i": i64(2, 0, -1)}, axis=0),
+        case("gather_axis1", "Gather", {"x": x2}, inits={"i": np.array([[1, 4], [0, 0]], np.int64)},
+             axis=1),
+        case("expand", "Expand", {"x": w(3, 1)}, inits={"s": i64(2, 3, 4)}),
+        case("pad_constant", "Pad", {"x": x4}, inits={"p": i64(0, 0, 1, 2, 0, 0, 3, 0),
+                                                      "v": np.array(0.5, np.float32)}),
+        case("pad_reflect", "Pad", {"x": x4}, inits={"p": i64(0, 0, 2, 1, 0, 0, 1, 2)},
+             mode="reflect"),
+        case("pad_edge", "Pad", {"x": x4}, inits={"p": i64(0, 0, 1, 1, 0, 0, 2, 2)}, mode="edge"),
+        case("resize_nearest", "Resize", {"x": x4},
+             inits={"roi": np.zeros(0, np.float32), "sc": np.array([1, 1, 2, 2], np.float32)},
+             mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+        case("resize_linear_half_pixel", "Resize", {"x": x4},
+             inits={"roi": np.zeros(0, np.float32), "sc": np.array([1, 1, 2, 2], np.float32)},
+             mode="linear", coordinate_transformation_mode="pytorch_half_pixel"),
+        case("resize_linear_align", "Resize", {"x": x4},
+             inits={"roi": np.zeros(0, np.float32), "sc": np.zeros(0, np.float32),
+                    "sz": i64(1, 4, 5, 13)},
+             mode="linear", coordinate_transformation_mode="align_corners"),
+        case("cast", "Cast", {"x": (x2 * 10).astype(np.float32)}, out_type=TensorProto.INT32,
+             to=TensorProto.INT32),
+        case("where", "Where", {"c": x2 > 0, "a": x2, "b": y2}),
+        case("equal", "Equal", {"a": i64(1, 2, 3), "b": i64(1, 0, 3)}, out_type=B),
+        case("less", "Less", {"a": x2, "b": y2}, out_type=B),
+        case("greater", "Greater", {"a": x2, "b": row}, out_type=B),
+        case("not", "Not", {"a": x2 > 0}, out_type=B),
+        case("and", "And", {"a": x2 > 0, "b": y2 > 0}, out_type=B),
+        case("or", "Or", {"a": x2 > 0, "b": y2 > 0}, out_type=B),
+        case("reduce_mean", "ReduceMean", {"x": x4}, axes=[2, 3], keepdims=1),
+        case("reduce_sum", "ReduceSum", {"x": x4}, inits={"axes": i64(1)}, keepdims=0),
+        case("reduce_max", "ReduceMax", {"x": x4}, axes=[1], keepdims=0),
+        case("reduce_min", "ReduceMin", {"x": x4}, axes=[-1], keepdims=1),
+        case("argmax", "ArgMax", {"x": x2}, out_type=I64, axis=1, keepdims=0),
+        case("cumsum", "CumSum", {"x": x2}, inits={"axis": np.array(1, np.int64)}),
+        case("range", "Range", {}, out_type=I64, inits={"s": np.array(2, np.int64),
+                                                        "l": np.array(11, np.int64),
+                                                        "d": np.array(3, np.int64)}),
+        case("identity", "Identity", {"x": x2}),
+        case("depth_to_space", "DepthToSpace", {"x": w(1, 8, 2, 3)}, blocksize=2, mode="CRD"),
+        case("depth_to_space_dcr", "DepthToSpace", {"x": w(1, 8, 2, 3)}, blocksize=2),
+        case("space_to_depth", "SpaceToDepth", {"x": w(1, 2, 4, 6)}, blocksize=2),
+        case("quantize", "QuantizeLinear", {"x": (x2 * 3).astype(np.float32)},
+             out_type=TensorProto.UINT8,
+             inits={"s": np.array(0.05, np.float32), "z": np.array(128, np.uint8)}),
+        case("dequantize", "DequantizeLinear",
+             {"q": r.integers(-128, 127, (3, 5)).astype(np.int8)},
+             inits={"s": np.array(0.1, np.float32), "z": np.array(-3, np.int8)}),
+    ]
+    return out
+
+
+def to_value_info(name, arr):
+    return helper.make_tensor_value_info(name, mapping.NP_TYPE_TO_TENSOR_TYPE[arr.dtype],
+                                         list(arr.shape))
+
+
+def write(c, out_dir):
+    graph = helper.make_graph(
+        c.nodes, c.name,
+        [to_value_info(n, a) for n, a in c.inputs.items()],
+        [helper.make_tensor_value_info(n, t, None) for n, t in c.outputs],
+        [numpy_helper.from_array(a, n) for n, a in c.inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="kiln-tests")
+    model.ir_version = 8
+    with open(os.path.join(out_dir, c.name + ".onnx"), "wb") as f:
+        f.write(model.SerializeToString())
+    in_dir = os.path.join(out_dir, c.name + ".inputs")
+    os.makedirs(in_dir, exist_ok=True)
+    for n, a in c.inputs.items():
+        np.save(os.path.join(in_dir, n + ".npy"), a)
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__)
+        return 2
+    out_dir = sys.argv[1]
+    os.makedirs(out_dir, exist_ok=True)
+    names = []
+    for c in cases():
+        write(c, out_dir)
+        names.append(c.name)
+    with open(os.path.join(out_dir, "cases.txt"), "w") as f:
+        f.write("\n".join(names) + "\n")
+    print(f"wrote {len(names)} models to {out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,422 @@
+// One small ONNX model per op (and per opset difference): the imported graph's ops and specs.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "onnx/onnx_test_util.h"
+
+namespace kiln::testing {
+namespace {
+
+using B = OnnxBuilder;
+using Check = std::function<void(const ExportedProgram&)>;
+
+struct OpCase {
+  std::string name;
+  int64_t opset;
+  std::function<void(B&)> build;  // adds inputs and nodes; the graph output is "y"
+  std::vector<std::string> ops;   // expected call ops in order
+  std::string out_spec;           // expected spec of output "y"
+  Check check = nullptr;
+};
+
+void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
+
+Node* op(const ExportedProgram& p, OpId id) {
+  Node* n = find_op(p, id);
+  EXPECT_NE(n, nullptr) << op_name(id);
+  return n;
+}
+
+std::vector<OpCase> cases() {
+  std::vector<OpCase> c;
+  c.push_back({"ConvSameUpperStride2", 13, [](B& b) {
+                 b.input("x", {1, 3, 7, 7}).init("w", {8, 3, 3, 3});
+                 auto& n = b.node("Conv", {"x", "w"}, {"y"});
+                 B::attr_str(n, "auto_pad", "SAME_UPPER");
+                 B::attr_ints(n, "strides", {2, 2});
+               },
+               {"convolution"}, "f32[1, 8, 4, 4]", [](const ExportedProgram& p) {
+                 EXPECT_EQ(op(p, OpId::kConvolution)->kwarg("padding").to_ints(),
+                           (std::vector<int64_t>{1, 1}));
+               }});
+  c.push_back({"ConvAsymmetricPads", 13, [](B& b) {
+                 b.input("x", {1, 3, 8, 8}).init("w", {4, 3, 3, 3});
+                 auto& n = b.node("Conv", {"x", "w"}, {"y"});
+                 B::attr_ints(n, "pads", {0, 0, 1, 1});
+               },
+               {"convolution"}, "f32[1, 4, 7, 7]", [](const ExportedProgram& p) {
+                 EXPECT_EQ(op(p, OpId::kConvolution)->kwarg("padding").to_ints(),
+                           (std::vector<int64_t>{0, 0, 1, 1}));
+               }});
+  c.push_back({"DepthwiseConv", 11, [](B& b) {
+                 b.input("x", {1, 4, 6, 6}).init("w", {4, 1, 3, 3}).init("bias", {4});
+                 auto& n = b.node("Conv", {"x", "w", "bias"}, {"y"});
+                 B::attr_int(n, "group", 4);
+               },
+               {"convolution"}, "f32[1, 4, 4, 4]"});
+  c.push_back({"ConvTranspose", 13, [](B& b) {
+                 b.input("x", {1, 4, 5, 5}).init("w", {4, 2, 3, 3});
+                 auto& n = b.node("ConvTranspose", {"x", "w"}, {"y"});
+                 B::attr_ints(n, "strides", {2, 2});
+                 B::attr_ints(n, "pads", {1, 1, 1, 1});
+                 B::attr_ints(n, "output_padding", {1, 1});
+               },
+               {"conv_transpose2d"}, "f32[1, 2, 10, 10]"});
+  c.push_back({"GemmTransB", 13, [](B& b) {
+                 b.input("x", {2, 8}).init("w", {16, 8}).init("bias", {16});
+                 auto& n = b.node("Gemm", {"x", "w", "bias"}, {"y"});
+                 B::attr_int(n, "transB", 1);
+               },
+               {"linear"}, "f32[2, 16]", [](const ExportedProgram& p) {
+                 EXPECT_EQ(p.signature().inputs[1].kind, InputKind::kParameter);
+               }});
+  c.push_back({"GemmNoTransFoldsWeightTranspose", 13, [](B& b) {
+                 b.input("x", {2, 8}).init("w", {8, 16});
+                 auto& n = b.node("Gemm", {"x", "w"}, {"y"});
+                 B::attr_float(n, "alpha", 2.0f);
+               },
+               {"linear"}, "f32[2, 16]", [](const ExportedProgram& p) {
+                 const Tensor* w = p.constants().find(p.signature().inputs[1].target);
+                 ASSERT_NE(w, nullptr);
+                 EXPECT_EQ(w->shape(), (std::vector<int64_t>{16, 8}));
+                 // w[1][0] after transpose is original w[0][1] = 0.01, times alpha 2.
+                 EXPECT_NEAR(w->scalar_at(8), 0.02, 1e-6);
+               }});
+  c.push_back({"GemmRuntimeB", 13, [](B& b) {
+                 b.input("x", {3, 2}).input("m", {4, 2}).input("c", {3, 4});
+                 auto& n = b.node("Gemm", {"x", "m", "c"}, {"y"});
+                 B::attr_int(n, "transB", 1);
+                 B::attr_float(n, "beta", 0.5f);
+               },
+               {"permute", "addmm"}, "f32[3, 4]"});
+  c.push_back({"MatMulBatched", 13, [](B& b) {
+                 b.input("x", {2, 5, 8}).init("w", {8, 3});
+                 b.node("MatMul", {"x", "w"}, {"y"});
+               },
+               {"matmul"}, "f32[2, 5, 3]"});
+  c.push_back({"AddScalarConstantBecomesNumber", 13, [](B& b) {
+                 b.input("x", {2, 3}).init("two", {}, {2.0f});
+                 b.node("Mul", {"two", "x"}, {"t"});
+                 b.node("Sub", {"t", "two"}, {"u"});
+                 b.node("Div", {"u", "two"}, {"v"});
+                 b.node("Pow", {"v", "two"}, {"y"});
+               },
+               {"mul", "sub", "div", "pow"}, "f32[2, 3]", [](const ExportedProgram& p) {
+                 EXPECT_EQ(op(p, OpId::kMul)->arg(1).to_float(), 2.0);
+                 EXPECT_EQ(p.signature().inputs.size(), 1u);
+               }});
+  c.push_back({"Activations", 14, [](B& b) {
+                 b.input("x", {2, 3});
+                 b.node("Sigmoid", {"x"}, {"a"});
+                 b.node("Tanh", {"a"}, {"c"});
+                 b.node("HardSwish", {"c"}, {"d"});
+                 auto& hs = b.node("HardSigmoid", {"d"}, {"e"});
+                 B::attr_float(hs, "alpha", 0.25f);
+                 auto& lr = b.node("LeakyRelu", {"e"}, {"f"});
+                 B::attr_float(lr, "alpha", 0.1f);
+                 b.node("Erf", {"f"}, {"g"});
+                 b.node("Sqrt", {"g"}, {"h"});
+                 b.node("Exp", {"h"}, {"i"});
+                 b.node("Log", {"i"}, {"j"});
+                 b.node("Neg", {"j"}, {"k"});
+                 b.node("Abs", {"k"}, {"l"});
+                 b.node("Reciprocal", {"l"}, {"y"});
+               },
+               {"sigmoid", "tanh", "hardswish", "hardsigmoid", "leaky_relu", "erf", "sqrt", "exp",
+                "log", "neg", "abs", "div"},
+               "f32[2, 3]", [](const ExportedProgram& p) {
+                 EXPECT_DOUBLE_EQ(op(p, OpId::kHardsigmoid)->kwarg_float("alpha"), 0.25);
+                 EXPECT_NEAR(op(p, OpId::kLeakyRelu)->kwarg_float("negative_slope"), 0.1, 1e-7);
+               }});
+  c.push_back({"ClipInputsAt11", 11, [](B& b) {
+                 b.input("x", {2, 3}).init("lo", {}, {0.0f}).init("hi", {}, {6.0f});
+                 b.node("Clip", {"x", "lo", "hi"}, {"y"});
+               },
+               {"clamp"}, "f32[2, 3]", [](const ExportedProgram& p) {
+                 EXPECT_EQ(op(p, OpId::kClamp)->kwarg_float("max"), 6.0);
+               }});
+  c.push_back({"PReluChannelSlope", 13, [](B& b) {
+                 b.input("x", {1, 3, 4, 4}).init("s", {3, 1, 1});
+                 b.node("PRelu", {"x", "s"}, {"y"});
+               },
+               {"prelu"}, "f32[1, 3, 4, 4]"});
+  c.push_back({"Gelu20", 20, [](B& b) {
+                 b.input("x", {4});
+                 auto& n = b.node("Gelu", {"x"}, {"y"});
+                 B::attr_str(n, "approximate", "tanh");
+               },
+               {"gelu"}, "f32[4]"});
+  c.push_back({"SoftmaxOpset11FlattensTo2D", 11, [](B& b) {
+                 b.input("x", {2, 3, 4});
+                 auto& n = b.node("Softmax", {"x"}, {"y"});
+                 B::attr_int(n, "axis", 1);
+               },
+               {"reshape", "softmax", "reshape"}, "f32[2, 3, 4]", [](const ExportedProgram& p) {
+                 EXPECT_EQ(op(p, OpId::kReshape)->spec().to_string(), "f32[2, 12]");
+               }});
+  c.push_back({"SoftmaxOpset13IsOneAxis", 13, [](B& b) {
+                 b.input("x", {2, 3, 4});
+                 auto& n = b.node("LogSoftmax", {"x"}, {"y"});
+                 B::attr_int(n, "axis", 1);
+               },
+               {"log_softmax"}, "f32[2, 3, 4]", [](const ExportedProgram& p) {
+                 EXPECT_EQ(op(p, OpId::kLogSoftmax)->kwarg_int("dim"), 1);
+               }});
+  c.push_back({"Norms", 17, [](B& b) {
+                 b.input("x", {2, 4, 5, 5});
+                 b.init("g", {4}).init("be", {4}).init("m", {4}).init("v", {4}, {1, 1, 1, 1});
+                 b.node("BatchNormalization", {"x", "g", "be", "m", "v"}, {"a"});
+                 b.node("InstanceNormalization", {"a", "g", "be"}, {"c"});
+                 b.init("lg", {5}).init("lb", {5});
+                 b.node("LayerNormalization", {"c", "lg", "lb"}, {"y"});
+               },
+               {"batch_norm", "group_norm", "layer_norm"}, "f32[2, 4, 5, 5]",
+               [](const ExportedProgram& p) {
+                 EXPECT_EQ(op(p, OpId::kGroupNorm)->kwarg_int("num_groups"), 4);
+                 EXPECT_EQ(op(p, OpId::kLayerNorm)->kwarg("normalized_shape").to_ints(),
+                           (std::vector<int64_t>{5}));
+               }});
+  c.push_back({"Pools", 13, [](B& b) {
+                 b.input("x", {1, 2, 8, 8});
+                 auto& mp = b.node("MaxPool", {"x"}, {"a"});
+                 B::attr_ints(mp, "kernel_shape", {3, 3});
+                 B::attr_ints(mp, "strides", {2, 2});
+                 B::attr_ints(mp, "pads", {1, 1, 1, 1});
+                 auto& ap = b.node("AveragePool", {"a"}, {"c"});
+                 B::attr_ints(ap, "kernel_shape", {2, 2});
+                 B::attr_ints(ap, "strides", {2, 2});
+                 b.node("GlobalAveragePool", {"c"}, {"d"});
+                 b.node("Flatten", {"d"}, {"y"});
+               },
+               {"max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "flatten"}, "f32[1, 2]",
+               [](const ExportedProgram& p) {
+                 EXPECT_FALSE(op(p, OpId::kAvgPool2d)->kwarg_bool("count_include_pad"));
+               }});
+  c.push_back({"FlattenAxis0", 13, [](B& b) {
+                 b.input("x", {2, 3, 4});
+                 auto& n = b.node("Flatten", {"x"}, {"y"});
+                 B::attr_int(n, "axis", 0);
+               },
+               {"unsqueeze", "flatten"}, "f32[1, 24]"});
+  c.push_back({"TransposeDefaultReverses", 13, [](B& b) {
+                 b.input("x", {2, 3, 4});
+                 b.node("Transpose", {"x"}, {"y"});
+               },
+               {"permute"}, "f32[4, 3, 2]"});
+  c.push_back({"SplitAttrAt11", 11, [](B& b) {
+                 b.input("x", {2, 6});
+                 auto& n = b.node("Split", {"x"}, {"a", "c"});
+                 B::attr_int(n, "axis", 1);
+                 B::attr_ints(n, "split", {2, 4});
+                 auto& cat = b.node("Concat", {"c", "a"}, {"y"});
+                 B::attr_int(cat, "axis", 1);
+               },
+               {"split", "getitem", "getitem", "cat"}, "f32[2, 6]", [](const ExportedProgram& p) {
+                 EXPECT_EQ(op(p, OpId::kSplit)->kwarg("split_sizes").to_ints(),
+                           (std::vector<int64_t>{2, 4}));
+               }});
+  c.push_back({"SplitInputAt13", 13, [](B& b) {
+                 b.input("x", {2, 6}).init_ints("sizes", {2, 4});
+                 auto& n = b.node("Split", {"x", "sizes"}, {"a", "y"});
+                 B::attr_int(n, "axis", 1);
+               },
+               {"split", "getitem", "getitem"}, "f32[2, 4]"});
+  c.push_back({"SplitNumOutputs18", 18, [](B& b) {
+                 b.input("x", {7});
+                 auto& n = b.node("Split", {"x"}, {"a", "c", "y"});
+                 B::attr_int(n, "num_outputs", 3);
+               },
+               {"split", "getitem", "getitem", "getitem"}, "f32[1]"});
+  c.push_back({"SqueezeAttrAt11", 11, [](B& b) {
+                 b.input("x", {1, 3, 1});
+                 auto& n = b.node("Squeeze", {"x"}, {"a"});
+                 B::attr_ints(n, "axes", {0});
+                 auto& u = b.node("Unsqueeze", {"a"}, {"y"});
+                 B::attr_ints(u, "axes", {0, 3});
+               },
+               {"squeeze", "unsqueeze", "unsqueeze"}, "f32[1, 3, 1, 1]"});
+  c.push_back({"SqueezeInputAt13", 13, [](B& b) {
+                 b.input("x", {1, 3, 1}).init_ints("ax", {-1});
+                 b.node("Squeeze", {"x", "ax"}, {"y"});
+               },
+               {"squeeze"}, "f32[1, 3]"});
+  c.push_back({"SliceGatherExpand", 13, [](B& b) {
+                 b.input("x", {4, 6}).init_ints("st", {1}).init_ints("en", {INT64_MAX});
+                 b.init_ints("ax", {1}).init_ints("i", {2}, true).init_ints("shape", {3, 1});
+                 b.node("Slice", {"x", "st", "en", "ax"}, {"a"});
+                 b.node("Gather", {"a", "i"}, {"g"});
+                 b.node("Expand", {"g", "shape"}, {"y"});
+               },
+               {"slice", "select", "expand"}, "f32[3, 5]"});
+  c.push_back({"GatherEmbedding", 13, [](B& b) {
+                 b.input("ids", {2, 3}, onnx::TensorProto::INT64).init("table", {10, 4});
+                 b.node("Gather", {"table", "ids"}, {"y"});
+               },
+               {"embedding"}, "f32[2, 3, 4]"});
+  c.push_back({"PadReflectAt11", 11, [](B& b) {
+                 b.input("x", {1, 2, 4, 4}).init_ints("pads", {0, 0, 1, 2, 0, 0, 1, 2});
+                 auto& n = b.node("Pad", {"x", "pads"}, {"y"});
+                 B::attr_str(n, "mode", "reflect");
+               },
+               {"pad"}, "f32[1, 2, 6, 8]", [](const ExportedProgram& p) {
+                 EXPECT_EQ(op(p, OpId::kPad)->kwarg("pad").to_ints(),
+                           (std::vector<int64_t>{2, 2, 1, 1}));
+               }});
+  c.push_back({"ResizeNearestAsymmetric", 13, [](B& b) {
+                 b.input("x", {1, 2, 4, 4}).init("scales", {4}, {1, 1, 2, 2});
+                 auto& n = b.node("Resize", {"x", "", "scales"}, {"y"});
+                 B::attr_str(n, "coordinate_transformation_mode", "asymmetric");
+                 B::attr_str(n, "nearest_mode", "floor");
+               },
+               {"upsample_nearest2d"}, "f32[1, 2, 8, 8]"});
+  c.push_back({"ResizeLinearHalfPixelSizes", 13, [](B& b) {
+                 b.input("x", {1, 2, 4, 4}).init_ints("sizes", {1, 2, 6, 10});
+                 auto& n = b.node("Resize", {"x", "", "", "sizes"}, {"y"});
+                 B::attr_str(n, "mode", "linear");
+               },
+               {"upsample_bilinear2d"}, "f32[1, 2, 6, 10]", [](const ExportedProgram& p) {
+                 EXPECT_FALSE(op(p, OpId::kUpsampleBilinear2d)->kwarg_bool("align_corners"));
+               }});
+  c.push_back({"DepthToSpaceDcrAndCrd", 13, [](B& b) {
+                 b.input("x", {1, 8, 2, 3});
+                 auto& d = b.node("DepthToSpace", {"x"}, {"a"});
+                 B::attr_int(d, "blocksize", 2);
+                 auto& c2 = b.node("SpaceToDepth", {"a"}, {"s"});
+                 B::attr_int(c2, "blocksize", 2);
+                 auto& e = b.node("DepthToSpace", {"s"}, {"y"});
+                 B::attr_int(e, "blocksize", 2);
+                 B::attr_str(e, "mode", "CRD");
+               },
+               {"reshape", "permute", "reshape", "reshape", "permute", "reshape", "pixel_shuffle"},
+               "f32[1, 2, 4, 6]"});
+  c.push_back({"Reductions13vs18", 18, [](B& b) {
+                 b.input("x", {2, 3, 4}).init_ints("ax", {1});
+                 b.node("ReduceMean", {"x", "ax"}, {"a"});
+                 b.node("ReduceSum", {"a", "ax"}, {"c"});
+                 auto& m = b.node("ReduceMax", {"c", "ax"}, {"d"});
+                 B::attr_int(m, "keepdims", 0);
+                 auto& am = b.node("ArgMax", {"d"}, {"y"});
+                 B::attr_int(am, "axis", 1);
+               },
+               {"mean", "sum", "amax", "argmax"}, "i64[2, 1]"});
+  c.push_back({"ReduceAxesAttrAt13", 13, [](B& b) {
+                 b.input("x", {2, 3, 4});
+                 auto& n = b.node("ReduceMin", {"x"}, {"y"});
+                 B::attr_ints(n, "axes", {0, 2});
+               },
+               {"amin"}, "f32[1, 3, 1]"});
+  c.push_back({"CompareWhereLogic", 13, [](B& b) {
+                 b.input("x", {2, 3}).input("z", {2, 3}).init("zero", {}, {0.0f});
+                 b.node("Greater", {"x", "zero"}, {"g"});
+                 b.node("Less", {"x", "z"}, {"l"});
+                 b.node("Equal", {"x", "z"}, {"e"});
+                 b.node("And", {"g", "l"}, {"a"});
+                 b.node("Or", {"a", "e"}, {"o"});
+                 b.node("Not", {"o"}, {"n"});
+                 b.node("Where", {"n", "x", "zero"}, {"y"});
+               },
+               {"gt", "lt", "eq", "logical_and", "logical_or", "logical_not", "where"}, "f32[2, 3]"});
+  c.push_back({"CastCumSum", 13, [](B& b) {
+                 b.input("x", {2, 3}).init_ints("axis", {1}, true);
+                 auto& n = b.node("Cast", {"x"}, {"i"});
+                 B::attr_int(n, "to", onnx::TensorProto::INT32);
+                 b.node("CumSum", {"i", "axis"}, {"y"});
+               },
+               {"cast", "cumsum", "cast"}, "i32[2, 3]"});
+  c.push_back({"QdqPerTensorAndPerChannel", 13, [](B& b) {
+                 b.input("x", {1, 3, 2, 2}).init("s", {}, {0.5f});
+                 auto& zp = *b.graph().add_initializer();
+                 zp.set_name("zp");
+                 zp.set_data_type(onnx::TensorProto::INT8);
+                 zp.add_int32_data(3);
+                 b.node("QuantizeLinear", {"x", "s", "zp"}, {"q"});
+                 b.node("DequantizeLinear", {"q", "s", "zp"}, {"d"});
+                 b.init("cs", {3}, {0.1f, 0.2f, 0.3f});
+                 auto& q2 = b.node("QuantizeLinear", {"d", "cs"}, {"q2"});
+                 B::attr_int(q2, "axis", 1);
+                 auto& d2 = b.node("DequantizeLinear", {"q2", "cs"}, {"y"});
+                 B::attr_int(d2, "axis", 1);
+               },
+               {"quantize_per_tensor", "dequantize_per_tensor", "quantize_per_channel",
+                "dequantize_per_channel"},
+               "f32[1, 3, 2, 2]", [](const ExportedProgram& p) {
+                 Node* q = op(p, OpId::kQuantizePerTensor);
+                 EXPECT_EQ(q->kwarg_int("zero_point"), 3);
+                 EXPECT_EQ(q->kwarg_int("quant_min"), -128);
+                 EXPECT_EQ(q->kwarg("dtype").to_dtype(), DType::kI8);
+                 Node* qc = op(p, OpId::kQuantizePerChannel);
+                 EXPECT_EQ(qc->kwarg_int("quant_max"), 255);
+                 EXPECT_EQ(qc->spec().dtype, DType::kU8);
+               }});
+  c.push_back({"ConstantOfShapeRangeFoldAway", 13, [](B& b) {
+                 b.input("x", {3});
+                 auto& k = b.node("Constant", {}, {"shape"});
+                 B::attr_tensor(k, "value", B::int_tensor("", {3}));
+                 auto& cs = b.node("ConstantOfShape", {"shape"}, {"ones"});
+                 B::attr_tensor(cs, "value", B::float_tensor("", {1}, {1.0f}));
+                 b.init("s0", {}, {0.0f}).init("s1", {}, {3.0f}).init("s2", {}, {1.0f});
+                 b.node("Range", {"s0", "s1", "s2"}, {"r"});
+                 b.node("Add", {"ones", "r"}, {"c"});
+                 b.node("Mul", {"x", "c"}, {"y"});
+               },
+               {"mul"}, "f32[3]", [](const ExportedProgram& p) {
+                 const Tensor* c = nullptr;
+                 for (const auto& [name, t] : p.constants().entries()) c = &t;
+                 ASSERT_NE(c, nullptr);
+                 EXPECT_EQ(c->scalar_at(2), 3.0);
+               }});
+  c.push_back({"IdentityDropout", 13, [](B& b) {
+                 b.input("x", {2});
+                 b.node("Identity", {"x"}, {"a"});
+                 b.node("Dropout", {"a"}, {"c"});
+                 b.node("Relu", {"c"}, {"y"});
+               },
+               {"relu"}, "f32[2]"});
+  return c;
+}
+
+class OnnxOps : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(OnnxOps, ImportsToExpectedGraph) {
+  const OpCase& tc = GetParam();
+  B b(tc.opset);
+  tc.build(b);
+  b.output("y");
+  auto p = import_model(b);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_TRUE(p->lint().ok()) << p->lint().message();
+  EXPECT_EQ(call_ops(*p), tc.ops);
+  ASSERT_EQ(p->user_outputs().size(), 1u);
+  EXPECT_EQ(p->user_outputs()[0]->spec().to_string(), tc.out_spec);
+  if (tc.check) tc.check(*p);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, OnnxOps, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; });
+
+TEST(OnnxOpsErrors, ResizeNearestHalfPixelIsRefusedClearly) {
+  B b(13);
+  b.input("x", {1, 2, 4, 4}).init("scales", {4}, {1, 1, 2, 2});
+  b.node("Resize", {"x", "", "scales"}, {"y"}, "up");
+  b.output("y");
+  auto p = import_model(b);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("node 'up' (Resize): nearest resize with "
+                                      "coordinate_transformation_mode 'half_pixel'"),
+            std::string::npos)
+      << p.status().message();
+}
+
+TEST(OnnxOpsErrors, RuntimeShapeOperandIsRefusedClearly) {
+  B b(13);
+  b.input("x", {2, 3}).input("shape", {2}, onnx::TensorProto::INT64);
+  b.node("Reshape", {"x", "shape"}, {"y"}, "r");
+  b.output("y");
+  auto p = import_model(b);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("input 'shape'"), std::string::npos) << p.status().message();
+}
+
+}  // namespace
+}  // namespace kiln::testing
