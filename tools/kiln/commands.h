@@ -29,6 +29,7 @@ Status write_file_atomic(const std::string& path, std::string_view bytes);
 void register_fmt(CLI::App& app);
 void register_inspect(CLI::App& app);
 void register_import(CLI::App& app);  ///< kiln import (ONNX -> .kir)
+void register_partition(CLI::App& app);
 void register_run(CLI::App& app);    ///< kiln run (portable interpreter)
 void register_bench(CLI::App& app);  ///< kiln bench (interpreter latency)
 

@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   register_fmt(app);
   register_inspect(app);
   register_import(app);
+  register_partition(app);
   register_run(app);
   register_bench(app);
   try {
