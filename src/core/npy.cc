@@ -8,6 +8,8 @@
 #include <limits>
 #include <optional>
 
+#include "kiln/core/file.h"
+
 namespace kiln::npy {
 namespace {
 
@@ -147,25 +149,6 @@ void put_u32(std::string* s, uint32_t v) {
   put_u16(s, static_cast<uint16_t>(v >> 16));
 }
 
-Status write_bytes_atomic(const std::string& path, std::string_view bytes) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return io_error("cannot write '{}'", tmp);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return io_error("failed writing '{}'", tmp);
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return io_error("cannot rename '{}' to '{}'", tmp, path);
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 Result<Tensor> parse_npy(std::span<const uint8_t> bytes, std::string_view source) {
@@ -291,7 +274,7 @@ Result<std::string> serialize_npy(const Tensor& t) {
 
 Status write_npy(const std::string& path, const Tensor& t) {
   KILN_ASSIGN_OR_RETURN(std::string bytes, serialize_npy(t));
-  return write_bytes_atomic(path, bytes);
+  return write_file_atomic(path, bytes);
 }
 
 namespace {
@@ -495,7 +478,7 @@ Result<std::string> serialize_npz(const std::vector<NamedTensor>& entries) {
 
 Status write_npz(const std::string& path, const std::vector<NamedTensor>& entries) {
   KILN_ASSIGN_OR_RETURN(std::string bytes, serialize_npz(entries));
-  return write_bytes_atomic(path, bytes);
+  return write_file_atomic(path, bytes);
 }
 
 }  // namespace kiln::npy

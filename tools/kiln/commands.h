@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "kiln/core/file.h"
 #include "kiln/core/status.h"
 #include "kiln/ir/exported_program.h"
 
@@ -23,8 +24,6 @@ void add_command(CLI::App& app, const std::string& name, const std::string& desc
 /// Loads a model from a .kir or .onnx file (by extension), naming the file in errors.
 Result<ExportedProgram> load_model(const std::string& path);
 
-/// Writes `bytes` to `path` atomically (temporary file + rename).
-Status write_file_atomic(const std::string& path, std::string_view bytes);
 
 void register_fmt(CLI::App& app);
 void register_inspect(CLI::App& app);

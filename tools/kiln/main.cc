@@ -1,6 +1,5 @@
 // kiln: compile, inspect and run neural-network programs.
 #include <cstdio>
-#include <fstream>
 #include <map>
 
 #include "commands.h"
@@ -17,25 +16,6 @@ void add_command(CLI::App& app, const std::string& name, const std::string& desc
   CLI::App* sub = app.add_subcommand(name, description);
   g_bodies[name] = setup(*sub);
   sub->callback([name]() { g_selected = &g_bodies[name]; });
-}
-
-Status write_file_atomic(const std::string& path, std::string_view bytes) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return io_error("cannot write '{}'", tmp);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return io_error("failed writing '{}'", tmp);
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return io_error("cannot rename '{}' to '{}'", tmp, path);
-  }
-  return Status::Ok();
 }
 
 }  // namespace kiln::tool
