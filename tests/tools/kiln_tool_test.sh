@@ -73,5 +73,21 @@ contains "inspect constants" "$out" "constants:"
 expect 0 "inspect --graph" -- "$kiln" inspect --graph "$src/examples/tinynet.onnx"
 contains "inspect graph" "$out" "call_function[target=convolution]"
 
+# import writes every weight: running the .kir gives exactly the ONNX model's numbers.
+expect 0 "import example" -- "$kiln" import "$src/examples/tinynet.onnx" -o "$work/tiny.kir"
+contains "import summary" "$err" "10 constants (138536 bytes)"
+expect 0 "run onnx" -- "$kiln" run "$src/examples/tinynet.onnx" --output-dir "$work/out_onnx"
+onnx_line=$(grep '^output' <<<"$out")
+expect 0 "run kir" -- "$kiln" run "$work/tiny.kir" --output-dir "$work/out_kir"
+kir_line=$(grep '^output' <<<"$out")
+if [[ -z $onnx_line || $onnx_line != "$kir_line" ]]; then
+  echo "FAIL: imported .kir runs differently: '$onnx_line' vs '$kir_line'"; failures=$((failures + 1))
+fi
+if ! cmp -s "$work/out_onnx/_Softmax.npy" "$work/out_kir/_Softmax.npy"; then
+  echo "FAIL: output .npy files differ between the .onnx and the imported .kir"; failures=$((failures + 1))
+fi
+expect 1 "run with a wrong input shape" -- "$kiln" run "$src/examples/tinynet.onnx" --input "image=$work/out_kir/_Softmax.npy"
+contains "input mismatch names the input" "$err" "input 'image'"
+
 echo "kiln_tool_e2e: $passes passed, $failures failed"
 [[ $failures -eq 0 ]]
