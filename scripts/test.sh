@@ -13,7 +13,7 @@ scripts/build.sh release
 echo "== test (release)"
 ctest --test-dir build/release --output-on-failure -j "$jobs" --timeout 600 >build/release/ctest.log 2>&1 ||
   { grep -v "Passed" build/release/ctest.log; exit 1; }
-tail -n 3 build/release/ctest.log
+grep -E "tests passed|Total Test time" build/release/ctest.log
 
 if [[ -z ${KILN_SKIP_SANITIZE:-} ]]; then
   echo "== build (asan+ubsan)"
@@ -22,5 +22,5 @@ if [[ -z ${KILN_SKIP_SANITIZE:-} ]]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build/sanitize --output-on-failure -j "$jobs" -L unit --timeout 900 >build/sanitize/ctest.log 2>&1 ||
     { grep -v "Passed" build/sanitize/ctest.log; exit 1; }
-  tail -n 3 build/sanitize/ctest.log
+  grep -E "tests passed|Total Test time" build/sanitize/ctest.log
 fi
