@@ -197,23 +197,33 @@ Status check_f32(const Tensor& t, const char* op, const char* what) {
   return Status::Ok();
 }
 
-}  // namespace
-
-Status convolution(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
-  const char* op = "convolution";
+// Checks the input, weight and optional bias shared by both convolutions and works out the
+// geometry; `bias` is null when absent.
+Result<Geometry> conv_operands(const KernelArgs& args, bool transposed, const char* op,
+                               const float** bias) {
   KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "input"));
   KILN_RETURN_IF_ERROR(need_tensor(args, 1, op, "weight"));
   const Tensor &x = args.tensor(0), &w = args.tensor(1);
   KILN_RETURN_IF_ERROR(check_f32(x, op, "input"));
   KILN_RETURN_IF_ERROR(check_f32(w, op, "weight"));
-  KILN_ASSIGN_OR_RETURN(Geometry g, conv_geometry(args, x, w, false, op));
-  const float* bias = nullptr;
+  KILN_ASSIGN_OR_RETURN(Geometry g, conv_geometry(args, x, w, transposed, op));
+  *bias = nullptr;
   if (args.has_tensor(2)) {
     const Tensor& b = args.tensor(2);
     KILN_RETURN_IF_ERROR(check_f32(b, op, "bias"));
     if (b.numel() != g.o) return invalid_argument("{}: bias has {} elements, expected {}", op, b.numel(), g.o);
-    bias = b.data_as<float>();
+    *bias = b.data_as<float>();
   }
+  return g;
+}
+
+}  // namespace
+
+Status convolution(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  const char* op = "convolution";
+  const float* bias = nullptr;
+  KILN_ASSIGN_OR_RETURN(Geometry g, conv_operands(args, false, op, &bias));
+  const Tensor &x = args.tensor(0), &w = args.tensor(1);
   std::vector<int64_t> shape = g.one_d ? std::vector<int64_t>{g.n, g.o, g.ow}
                                        : std::vector<int64_t>{g.n, g.o, g.oh, g.ow};
   Tensor out = ctx.allocate(DType::kF32, shape);
@@ -245,8 +255,7 @@ Status convolution(KernelContext& ctx, const KernelArgs& args, std::vector<Tenso
       if (!direct) {
         // Split im2col over channels: each channel writes its own rows of `col`.
         ctx.parallel_for(cg, [&](int64_t begin, int64_t end) {
-          Geometry sub = g;
-          im2col(xg + begin * in_plane, sub, end - begin, col + begin * g.kh * g.kw * out_plane);
+          im2col(xg + begin * in_plane, g, end - begin, col + begin * g.kh * g.kw * out_plane);
         });
         b_mat = col;
       }
@@ -267,19 +276,9 @@ Status convolution(KernelContext& ctx, const KernelArgs& args, std::vector<Tenso
 
 Status conv_transpose2d(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
   const char* op = "conv_transpose2d";
-  KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "input"));
-  KILN_RETURN_IF_ERROR(need_tensor(args, 1, op, "weight"));
-  const Tensor &x = args.tensor(0), &w = args.tensor(1);
-  KILN_RETURN_IF_ERROR(check_f32(x, op, "input"));
-  KILN_RETURN_IF_ERROR(check_f32(w, op, "weight"));
-  KILN_ASSIGN_OR_RETURN(Geometry g, conv_geometry(args, x, w, true, op));
   const float* bias = nullptr;
-  if (args.has_tensor(2)) {
-    const Tensor& b = args.tensor(2);
-    KILN_RETURN_IF_ERROR(check_f32(b, op, "bias"));
-    if (b.numel() != g.o) return invalid_argument("{}: bias has {} elements, expected {}", op, b.numel(), g.o);
-    bias = b.data_as<float>();
-  }
+  KILN_ASSIGN_OR_RETURN(Geometry g, conv_operands(args, true, op, &bias));
+  const Tensor &x = args.tensor(0), &w = args.tensor(1);
   Tensor out = ctx.allocate(DType::kF32, {g.n, g.o, g.oh, g.ow});
   float* po = writable<float>(out);
   const int64_t cg = g.c / g.groups, og = g.o / g.groups;

@@ -92,17 +92,24 @@ Status batch_norm(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor
   return Status::Ok();
 }
 
-Status layer_norm(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
-  const char* op = "layer_norm";
-  KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "input"));
-  const Tensor& x = args.tensor(0);
-  KILN_RETURN_IF_ERROR(need_float(x, op, "input"));
+namespace {
+// Elements per normalized row: the product of `normalized_shape`, which must end x's shape.
+Result<int64_t> normalized_size(const KernelArgs& args, const Tensor& x, const char* op) {
   auto ns = args.attr_ints("normalized_shape", {});
   if (ns.size() > x.rank() || !std::equal(ns.begin(), ns.end(), x.shape().end() - static_cast<long>(ns.size()))) {
     return invalid_argument("{}: normalized_shape [{}] does not end input [{}]", op,
                             fmt::join(ns, ", "), fmt::join(x.shape(), ", "));
   }
-  int64_t inner = prod(ns, 0, ns.size());
+  return prod(ns, 0, ns.size());
+}
+}  // namespace
+
+Status layer_norm(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  const char* op = "layer_norm";
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "input"));
+  const Tensor& x = args.tensor(0);
+  KILN_RETURN_IF_ERROR(need_float(x, op, "input"));
+  KILN_ASSIGN_OR_RETURN(int64_t inner, normalized_size(args, x, op));
   int64_t rows = inner == 0 ? 0 : x.numel() / inner;
   KILN_ASSIGN_OR_RETURN(const float* w, opt_param(args, 1, inner, op, "weight"));
   KILN_ASSIGN_OR_RETURN(const float* b, opt_param(args, 2, inner, op, "bias"));
@@ -119,12 +126,7 @@ Status rms_norm(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>*
   KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "input"));
   const Tensor& x = args.tensor(0);
   KILN_RETURN_IF_ERROR(need_float(x, op, "input"));
-  auto ns = args.attr_ints("normalized_shape", {});
-  if (ns.size() > x.rank() || !std::equal(ns.begin(), ns.end(), x.shape().end() - static_cast<long>(ns.size()))) {
-    return invalid_argument("{}: normalized_shape [{}] does not end input [{}]", op,
-                            fmt::join(ns, ", "), fmt::join(x.shape(), ", "));
-  }
-  int64_t inner = prod(ns, 0, ns.size());
+  KILN_ASSIGN_OR_RETURN(int64_t inner, normalized_size(args, x, op));
   int64_t rows = inner == 0 ? 0 : x.numel() / inner;
   KILN_ASSIGN_OR_RETURN(const float* w, opt_param(args, 1, inner, op, "weight"));
   // torch: eps None means the dtype's machine epsilon.
