@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <string>
 
+#include <sys/resource.h>
+#include <algorithm>
+
 #include "kiln/ir/exported_program.h"
 
 namespace {
@@ -19,6 +22,29 @@ void report(const char* step, double ms, size_t items) {
   std::printf("  %-34s %9.1f ms  %8.1f ns/item  (%zu items)\n", step, ms, ms * 1e6 / items, items);
 }
 
+// A chain of n nodes alternating add(cur, x) and relu(cur), each checked and shape-inferred.
+bool build_chain(kiln::ExportedProgram& p, size_t n) {
+  using namespace kiln;
+  Graph& g = p.graph();
+  Node* x = p.add_user_input("x", TensorSpec::of(DType::kF32, {16}));
+  Node* cur = x;
+  for (size_t i = 0; i < n; ++i) {
+    auto r = (i % 2 == 0) ? g.add_call(OpId::kAdd, {cur, x}) : g.add_call(OpId::kRelu, {cur});
+    if (!r.ok()) {
+      std::fprintf(stderr, "build failed: %s\n", r.status().message().c_str());
+      return false;
+    }
+    cur = *r;
+  }
+  return p.set_outputs({cur}, {OutputSpec{}}).ok();
+}
+
+long peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss / 1024;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -28,23 +54,24 @@ int main(int argc, char** argv) {
   std::printf("kiln graph scale: %zu-node chain (alternating add/relu), %zu replacements\n", n,
               replace);
 
+  // The first build in a process maps fresh memory; on a VM whose host backs guest pages lazily
+  // that costs more than the build itself, so three builds are timed and both ends reported.
   ExportedProgram p;
-  Graph& g = p.graph();
-  auto t0 = Clock::now();
-  Node* x = p.add_user_input("x", TensorSpec::of(DType::kF32, {16}));
-  Node* cur = x;
-  for (size_t i = 0; i < n; ++i) {
-    auto r = (i % 2 == 0) ? g.add_call(OpId::kAdd, {cur, x}) : g.add_call(OpId::kRelu, {cur});
-    if (!r.ok()) {
-      std::fprintf(stderr, "build failed: %s\n", r.status().message().c_str());
-      return 1;
-    }
-    cur = *r;
+  double first_ms = 0, best_ms = 0;
+  for (int round = 0; round < 3; ++round) {
+    p = ExportedProgram();
+    auto t0 = Clock::now();
+    if (!build_chain(p, n)) return 1;
+    double ms = ms_since(t0);
+    if (round == 0) first_ms = best_ms = ms;
+    best_ms = std::min(best_ms, ms);
   }
-  if (!p.set_outputs({cur}, {OutputSpec{}}).ok()) return 1;
-  report("build (add_call + shape inference)", ms_since(t0), n);
+  Graph& g = p.graph();
+  Node* x = g.first();
+  report("build, first (fresh memory)", first_ms, n);
+  report("build, best of 3", best_ms, n);
 
-  t0 = Clock::now();
+  auto t0 = Clock::now();
   uint64_t checksum = 0;
   for (Node* node : g.nodes()) checksum += node->id() + node->num_uses();
   report("topological walk", ms_since(t0), g.size());
@@ -78,7 +105,8 @@ int main(int argc, char** argv) {
   t0 = Clock::now();
   Status st = copy.lint();
   report("lint after edits", ms_since(t0), copy.graph().size());
-  std::printf("  (checksum %llu, lint %s)\n", static_cast<unsigned long long>(checksum),
-              st.ok() ? "ok" : st.message().c_str());
+  std::printf("  (checksum %llu, lint %s, peak RSS %ld MiB for both programs)\n",
+              static_cast<unsigned long long>(checksum), st.ok() ? "ok" : st.message().c_str(),
+              peak_rss_mib());
   return st.ok() ? 0 : 1;
 }

@@ -1,6 +1,8 @@
 #include "kiln/ir/graph.h"
 
 #include <algorithm>
+#include <bit>
+#include <memory>
 #include <charconv>
 #include <unordered_set>
 
@@ -37,13 +39,14 @@ const char* op_kind_name(OpKind kind) {
 std::string_view Node::target_name() const {
   if (op_ == OpKind::kCallFunction) return op_name(target_);
   if (op_ == OpKind::kOutput) return "output";
-  return target_str_;
+  if (op_ == OpKind::kGetAttr) return *attr_target_;
+  return name_;  // a placeholder's target is its name
 }
 
 const Arg& Node::kwarg(std::string_view name) const {
   int idx = schema().keyword_index(name);
-  KILN_CHECK(idx >= 0 && static_cast<size_t>(idx) < kwargs_.size());
-  return kwargs_[static_cast<size_t>(idx)];
+  KILN_CHECK(idx >= 0 && static_cast<uint32_t>(idx) < num_kwargs_);
+  return args_[num_args_ + static_cast<uint32_t>(idx)];
 }
 
 std::vector<Node*> Node::input_nodes() const {
@@ -74,7 +77,40 @@ const TensorSpec& Node::spec() const {
 }
 
 Graph::Graph() = default;
-Graph::~Graph() = default;
+
+Graph::~Graph() {
+  for (uint32_t id = 0; id < next_id_; ++id) {
+    Node* n = slot(id);
+    free_args_storage(n);
+    use_pool_.give(n->uses_, n->num_uses_);
+    n->~Node();
+  }
+}
+
+Node* Graph::slot(uint32_t id) const {
+  uint32_t x = id + (1u << kFirstChunkBits);
+  auto msb = static_cast<uint32_t>(std::bit_width(x) - 1);
+  return chunks_[msb - kFirstChunkBits] + (x - (1u << msb));
+}
+
+void Graph::set_args_storage(Node* n, std::span<Arg> args, std::span<Arg> kwargs) {
+  free_args_storage(n);
+  auto total = static_cast<uint32_t>(args.size() + kwargs.size());
+  if (total == 0) return;
+  n->args_ = arg_pool_.take(total);
+  std::uninitialized_move(args.begin(), args.end(), n->args_);
+  std::uninitialized_move(kwargs.begin(), kwargs.end(), n->args_ + args.size());
+  n->num_args_ = static_cast<uint32_t>(args.size());
+  n->num_kwargs_ = static_cast<uint32_t>(kwargs.size());
+}
+
+void Graph::free_args_storage(Node* n) {
+  uint32_t total = n->num_args_ + n->num_kwargs_;
+  std::destroy_n(n->args_, total);
+  arg_pool_.give(n->args_, total);
+  n->args_ = nullptr;
+  n->num_args_ = n->num_kwargs_ = 0;
+}
 
 // Names `n` after `base_in` (sanitized), or base_N with the next free N, and enters it in the
 // name table. One insertion into the (large) name table per node in the common case: the small
@@ -101,16 +137,17 @@ void Graph::assign_unique_name(Node* n, std::string_view base_in) {
 
 Node* Graph::new_node(OpKind kind, std::string_view name) {
   uint32_t id = next_id_++;
-  if ((id >> kChunkBits) == chunks_.size()) {
-    chunks_.push_back(std::make_unique<Node[]>(size_t{1} << kChunkBits));
+  if (std::bit_width(id + (1u << kFirstChunkBits)) - 1 - kFirstChunkBits == chunks_.size()) {
+    size_t count = size_t{1} << (kFirstChunkBits + chunks_.size());
+    chunks_.push_back(static_cast<Node*>(arena_.allocate(count * sizeof(Node), alignof(Node))));
   }
-  Node& n = chunks_[id >> kChunkBits][id & ((1u << kChunkBits) - 1)];
-  n.id_ = id;
-  n.op_ = kind;
-  n.graph_ = this;
-  assign_unique_name(&n, name);
+  Node* n = ::new (static_cast<void*>(slot(id))) Node();
+  n->id_ = id;
+  n->op_ = kind;
+  n->graph_ = this;
+  assign_unique_name(n, name);
   ++live_count_;
-  return &n;
+  return n;
 }
 
 void Graph::renumber() {
@@ -172,14 +209,14 @@ void Graph::remove_use(Use* u) {
 
 void Graph::build_uses(Node* n) {
   uint32_t count = 0;
-  for (const Arg& a : n->args_) {
+  for (const Arg& a : n->args()) {
     if (a.is_node()) ++count;
     else if (a.is_node_list()) count += static_cast<uint32_t>(a.nodes().size());
   }
-  n->uses_.reset(count ? new Use[count] : nullptr);
+  n->uses_ = count ? use_pool_.take(count) : nullptr;
   n->num_uses_ = count;
   uint32_t k = 0;
-  for (uint32_t i = 0; i < n->args_.size(); ++i) {
+  for (uint32_t i = 0; i < n->num_args_; ++i) {
     const Arg& a = n->args_[i];
     if (a.is_node()) {
       n->uses_[k] = Use{a.node(), n, nullptr, nullptr, i, -1};
@@ -195,7 +232,8 @@ void Graph::build_uses(Node* n) {
 
 void Graph::drop_uses(Node* n) {
   for (uint32_t i = 0; i < n->num_uses_; ++i) remove_use(&n->uses_[i]);
-  n->uses_.reset();
+  use_pool_.give(n->uses_, n->num_uses_);
+  n->uses_ = nullptr;
   n->num_uses_ = 0;
 }
 
@@ -207,7 +245,6 @@ Node* Graph::set_insert_point(Node* before) {
 
 Node* Graph::add_placeholder(std::string_view name, TensorSpec spec) {
   Node* n = new_node(OpKind::kPlaceholder, name);
-  n->target_str_ = n->name_;
   n->meta.val.push_back(std::move(spec));
   Node* pos = last_placeholder_ ? last_placeholder_->next_ : first_;
   link_before(n, pos);
@@ -217,7 +254,7 @@ Node* Graph::add_placeholder(std::string_view name, TensorSpec spec) {
 
 Node* Graph::add_get_attr(std::string_view target, std::string_view name) {
   Node* n = new_node(OpKind::kGetAttr, name.empty() ? target : name);
-  n->target_str_ = std::string(target);
+  n->attr_target_ = std::make_unique<std::string>(target);
   link_before(n, insert_point_ ? insert_point_ : output_);
   return n;
 }
@@ -228,7 +265,8 @@ Node* Graph::set_output(std::vector<Node*> values) {
     return output_;
   }
   Node* n = new_node(OpKind::kOutput, "output");
-  n->args_.emplace_back(std::move(values));
+  Arg arg(std::move(values));
+  set_args_storage(n, {&arg, 1}, {});
   link_before(n, nullptr);
   build_uses(n);
   output_ = n;
@@ -285,14 +323,15 @@ bool Graph::args_fit_schema(const Node* n) const {
   const Schema& s = op_def(n->target_).schema;
   bool variadic = !s.positional.empty() && s.positional.back().type == ParamType::kVariadicTensor;
   size_t fixed = variadic ? s.positional.size() - 1 : s.positional.size();
-  if (n->args_.size() < fixed || (!variadic && n->args_.size() > fixed)) return false;
-  if (n->kwargs_.size() != s.keyword.size()) return false;
-  for (size_t i = 0; i < n->args_.size(); ++i) {
+  if (n->num_args_ < fixed || (!variadic && n->num_args_ > fixed)) return false;
+  if (n->num_kwargs_ != s.keyword.size()) return false;
+  for (size_t i = 0; i < n->num_args_; ++i) {
     const Param& p = s.positional[std::min(i, s.positional.size() - 1)];
     if (!arg_fits(p.type, n->args_[i])) return false;
   }
-  for (size_t i = 0; i < n->kwargs_.size(); ++i) {
-    if (!arg_fits(s.keyword[i].type, n->kwargs_[i])) return false;
+  std::span<const Arg> kwargs = n->kwargs();
+  for (size_t i = 0; i < kwargs.size(); ++i) {
+    if (!arg_fits(s.keyword[i].type, kwargs[i])) return false;
   }
   return true;
 }
@@ -302,7 +341,8 @@ Result<Node*> Graph::add_call(OpId op, std::vector<Arg> args, const Kwargs& kwar
   if (op >= OpId::kNumOps) return invalid_argument("add_call: unknown op id {}", static_cast<int>(op));
   const Schema& s = op_def(op).schema;
   std::vector<Arg> kw(s.keyword.size());
-  std::vector<bool> given(s.keyword.size(), false);
+  KILN_CHECK(kw.size() <= 64);
+  uint64_t given = 0;
   std::string_view shown = name.empty() ? std::string_view(s.name) : name;
   for (const auto& [key, value] : kwargs) {
     int idx = s.keyword_index(key);
@@ -310,10 +350,10 @@ Result<Node*> Graph::add_call(OpId op, std::vector<Arg> args, const Kwargs& kwar
       return invalid_argument("node '{}' ({}): unknown keyword argument '{}'", shown, s.name, key);
     }
     kw[static_cast<size_t>(idx)] = value;
-    given[static_cast<size_t>(idx)] = true;
+    given |= uint64_t{1} << idx;
   }
   for (size_t i = 0; i < kw.size(); ++i) {
-    if (given[i]) continue;
+    if (given >> i & 1) continue;
     if (!s.keyword[i].has_default) {
       return invalid_argument("node '{}' ({}): missing argument '{}'", shown, s.name,
                               s.keyword[i].name);
@@ -330,8 +370,7 @@ Result<Node*> Graph::add_call_exact(OpId op, std::vector<Arg> args, std::vector<
   n->target_ = op;
   Status st = check_schema(n, args, kwargs);
   if (st.ok()) {
-    n->args_ = std::move(args);
-    n->kwargs_ = std::move(kwargs);
+    set_args_storage(n, args, kwargs);
     link_before(n, insert_point_ ? insert_point_ : output_);
     build_uses(n);
     for (uint32_t i = 0; i < n->num_uses_ && st.ok(); ++i) {
@@ -371,7 +410,7 @@ Status Graph::infer(Node* n) {
                               n->name_, s.name, p.name, v->name_, v->meta.val.size());
     }
   }
-  std::vector<TensorSpec> out;
+  SpecList out;
   Status st = def.infer(*n, &out);
   if (!st.ok()) return st.with_context(fmt::format("node '{}' ({})", n->name_, s.name));
   n->meta.val = std::move(out);
@@ -401,17 +440,17 @@ void Graph::replace_all_uses_with_if(Node* from, Node* to,
 }
 
 Status Graph::set_arg(Node* node, size_t i, Arg value) {
-  if (i >= node->args_.size()) {
+  if (i >= node->num_args_) {
     return invalid_argument("node '{}': no positional argument {}", node->name_, i);
   }
-  std::vector<Arg> args = node->args_;
+  std::vector<Arg> args(node->args().begin(), node->args().end());
   args[i] = std::move(value);
   return set_args(node, std::move(args));
 }
 
 Status Graph::set_args(Node* node, std::vector<Arg> args) {
+  std::vector<Arg> kw(node->kwargs().begin(), node->kwargs().end());
   if (node->op_ == OpKind::kCallFunction) {
-    std::vector<Arg> kw = node->kwargs_;
     KILN_RETURN_IF_ERROR(check_schema(node, args, kw));
   } else if (node->op_ == OpKind::kOutput) {
     if (args.size() != 1 || !args[0].is_node_list()) {
@@ -422,7 +461,7 @@ Status Graph::set_args(Node* node, std::vector<Arg> args) {
                             op_kind_name(node->op_));
   }
   drop_uses(node);
-  node->args_ = std::move(args);
+  set_args_storage(node, args, kw);
   build_uses(node);
   return Status::Ok();
 }
@@ -441,7 +480,7 @@ Status Graph::set_kwarg(Node* node, std::string_view name, Arg value) {
   if (auto err = coerce_arg(s.keyword[static_cast<size_t>(idx)].type, &value)) {
     return invalid_argument("node '{}' ({}): argument '{}': {}", node->name_, s.name, name, *err);
   }
-  node->kwargs_[static_cast<size_t>(idx)] = std::move(value);
+  node->args_[node->num_args_ + static_cast<uint32_t>(idx)] = std::move(value);
   return Status::Ok();
 }
 
@@ -458,8 +497,7 @@ void Graph::erase(Node* n) {
   unlink(n);
   names_.erase(n->name_);
   n->erased_ = true;
-  n->args_.clear();
-  n->kwargs_.clear();
+  free_args_storage(n);
   n->meta = NodeMeta();
   --live_count_;
 }
@@ -487,7 +525,6 @@ void Graph::move_after(Node* node, Node* pos) {
 const std::string& Graph::rename(Node* node, std::string_view name) {
   names_.erase(node->name_);
   assign_unique_name(node, name);
-  if (node->op_ == OpKind::kPlaceholder) node->target_str_ = node->name_;
   return node->name_;
 }
 
@@ -512,13 +549,13 @@ Node* Graph::find(std::string_view name) const {
 
 Node* Graph::node_by_id(uint32_t id) const {
   if (id >= next_id_) return nullptr;
-  const Node& n = chunks_[id >> kChunkBits][id & ((1u << kChunkBits) - 1)];
-  return n.erased_ ? nullptr : const_cast<Node*>(&n);
+  Node* n = slot(id);
+  return n->erased_ ? nullptr : n;
 }
 
 namespace {
 
-std::string specs_string(const std::vector<TensorSpec>& val) {
+std::string specs_string(const SpecList& val) {
   if (val.size() == 1) return val[0].to_string();
   std::string s = "(";
   for (size_t i = 0; i < val.size(); ++i) {
@@ -539,7 +576,7 @@ Status check_spec_drift(const Node* n) {
     if (u.value->meta.val.empty()) return Status::Ok();
     if (p.type != ParamType::kAny && u.value->meta.val.size() != 1) return Status::Ok();
   }
-  std::vector<TensorSpec> out;
+  SpecList out;
   Status st = def.infer(*n, &out);
   if (!st.ok()) {
     return internal_error("lint: node '{}' ({}) has spec {} but its inputs fail inference: {}",
@@ -585,7 +622,7 @@ Status Graph::lint() const {
     }
     // Operands: every use points back at its slot and its value precedes this node.
     uint32_t expect = 0;
-    for (const Arg& a : n->args_) {
+    for (const Arg& a : n->args()) {
       if (a.is_node()) ++expect;
       else if (a.is_node_list()) expect += static_cast<uint32_t>(a.nodes().size());
     }
@@ -617,7 +654,7 @@ Status Graph::lint() const {
       ++uses;
       if (u->value != n) return internal_error("lint: use-list of '{}' holds a foreign use", n->name_);
       const Node* user = u->user;
-      if (user->erased_ || u < user->uses_.get() || u >= user->uses_.get() + user->num_uses_) {
+      if (user->erased_ || u < user->uses_ || u >= user->uses_ + user->num_uses_) {
         return internal_error("lint: use-list of '{}' holds a stale use", n->name_);
       }
     }
@@ -628,13 +665,14 @@ Status Graph::lint() const {
     if (n->op_ == OpKind::kCallFunction) {
       if (!args_fit_schema(n)) {
         // Rerun the full check on a copy only to produce its message.
-        std::vector<Arg> args = n->args_, kw = n->kwargs_;
+        std::vector<Arg> args(n->args().begin(), n->args().end());
+        std::vector<Arg> kw(n->kwargs().begin(), n->kwargs().end());
         Status st = check_schema(n, args, kw);
         if (!st.ok()) return Status(StatusCode::kInternal, "lint: " + st.message());
         return internal_error("lint: node '{}' lacks defaulted arguments", n->name_);
       }
       KILN_RETURN_IF_ERROR(check_spec_drift(n));
-    } else if (!n->args_.empty() && n->op_ != OpKind::kOutput) {
+    } else if (n->num_args_ != 0 && n->op_ != OpKind::kOutput) {
       return internal_error("lint: {} node '{}' has arguments", op_kind_name(n->op_), n->name_);
     }
   }

@@ -97,7 +97,7 @@ class Parser {
   Status parse_meta(NodeMeta* meta, const Token& name_tok);
   Status parse_quant(QuantAttrs* q);
   Status parse_spec(TensorSpec* out, bool static_only);
-  Status parse_specs(std::vector<TensorSpec>* out);
+  Status parse_specs(SpecList* out);
   Status parse_lowered(int depth, ExportedProgram* ep);
   Status validate(ExportedProgram* ep, bool has_program, std::vector<SigInput>& inputs,
                   std::vector<SigOutput>& outputs, const Token& graph_tok, const Token& ret_tok);

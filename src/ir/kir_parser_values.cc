@@ -177,7 +177,7 @@ Status Parser::parse_spec(TensorSpec* out, bool static_only) {
   return advance();
 }
 
-Status Parser::parse_specs(std::vector<TensorSpec>* out) {
+Status Parser::parse_specs(SpecList* out) {
   out->clear();
   if (at(Tok::kQuestion)) return advance();
   if (at(Tok::kEquals)) return Status::Ok();  // no spec written: unknown, like '?'

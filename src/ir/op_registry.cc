@@ -150,7 +150,7 @@ const Registry& registry() {
 
 namespace shape {
 // call_delegate: outputs come from the lowered module, set by the lowering.
-Status infer_none(const Node&, std::vector<TensorSpec>*) { return Status::Ok(); }
+Status infer_none(const Node&, SpecList*) { return Status::Ok(); }
 }  // namespace shape
 
 int Schema::keyword_index(std::string_view n) const {

@@ -9,7 +9,7 @@
 
 namespace kiln::shape {
 
-#define KILN_DECLARE_INFER(name) Status infer_##name(const Node& node, std::vector<TensorSpec>* out);
+#define KILN_DECLARE_INFER(name) Status infer_##name(const Node& node, SpecList* out);
 #define KILN_OP(id, schema, infer) KILN_DECLARE_INFER(infer)
 #include "kiln/ir/ops.inc"
 #undef KILN_OP

@@ -9,7 +9,7 @@ namespace kiln::shape {
 namespace {
 
 // Broadcast shape of the tensor operands among `ops` (numbers broadcast to anything).
-Status operands_shape(const std::vector<ScalarOperand>& ops, std::vector<Dim>* out) {
+Status operands_shape(const std::vector<ScalarOperand>& ops, Shape* out) {
   const ScalarOperand* first = nullptr;
   size_t tensors = 0;
   for (const auto& op : ops) {
@@ -25,7 +25,7 @@ Status operands_shape(const std::vector<ScalarOperand>& ops, std::vector<Dim>* o
       KILN_RETURN_IF_ERROR(broadcast_shapes(*out, op.spec->shape, first->name, *first->spec,
                                             op.name, *op.spec, out));
     } else {
-      std::vector<Dim> acc_shape = *out;
+      Shape acc_shape = *out;
       TensorSpec acc(first->spec->dtype, acc_shape);
       KILN_RETURN_IF_ERROR(
           broadcast_shapes(acc_shape, op.spec->shape, first->name, acc, op.name, *op.spec, out));
@@ -89,9 +89,9 @@ Status check_per_channel_params(const Node& node, const TensorSpec& input, int64
 
 }  // namespace
 
-Status infer_binary_arith(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_binary_arith(const Node& node, SpecList* out) {
   std::vector<ScalarOperand> ops = {scalar_arg(node, 0), scalar_arg(node, 1)};
-  std::vector<Dim> shape;
+  Shape shape;
   KILN_RETURN_IF_ERROR(operands_shape(ops, &shape));
   DType dtype = result_type(ops);
   if (dtype == DType::kBool && node.target() == OpId::kSub) {
@@ -101,7 +101,7 @@ Status infer_binary_arith(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, dtype, std::move(shape));
 }
 
-Status infer_binary_div(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_binary_div(const Node& node, SpecList* out) {
   const Arg& mode = node.kwarg("rounding_mode");
   if (!mode.is_none() && mode.to_str() != "trunc" && mode.to_str() != "floor") {
     return invalid_argument("argument 'rounding_mode': got \"{}\", expected None, \"trunc\" or "
@@ -109,7 +109,7 @@ Status infer_binary_div(const Node& node, std::vector<TensorSpec>* out) {
                             mode.to_str());
   }
   std::vector<ScalarOperand> ops = {scalar_arg(node, 0), scalar_arg(node, 1)};
-  std::vector<Dim> shape;
+  Shape shape;
   KILN_RETURN_IF_ERROR(operands_shape(ops, &shape));
   DType dtype = result_type(ops);
   // True division always yields a float; rounding division keeps the promoted type.
@@ -117,7 +117,7 @@ Status infer_binary_div(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, dtype, std::move(shape));
 }
 
-Status infer_unary_numeric(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_unary_numeric(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   KILN_RETURN_IF_ERROR(expect_numeric("self", self));
   if (node.target() == OpId::kClamp) {
@@ -130,7 +130,7 @@ Status infer_unary_numeric(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, self.dtype, self.shape);
 }
 
-Status infer_unary_float(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_unary_float(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   // torch computes these math functions of integer tensors in the default float type, but has
   // no integer kernels at all for the activation functions.
@@ -141,7 +141,7 @@ Status infer_unary_float(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, is_floating(self.dtype) ? self.dtype : DType::kF32, self.shape);
 }
 
-Status infer_gelu(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_gelu(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   KILN_RETURN_IF_ERROR(expect_floating("self", self));
   const std::string& approx = node.kwarg("approximate").to_str();
@@ -152,7 +152,7 @@ Status infer_gelu(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, self.dtype, self.shape);
 }
 
-Status infer_prelu(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_prelu(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   const TensorSpec& weight = arg_spec(node, 1);
   KILN_RETURN_IF_ERROR(expect_floating("self", self));
@@ -170,7 +170,7 @@ Status infer_prelu(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, self.dtype, self.shape);
 }
 
-Status infer_where(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_where(const Node& node, SpecList* out) {
   const TensorSpec& cond = arg_spec(node, 0);
   if (cond.dtype != DType::kBool) {
     return invalid_argument("argument 'condition': got {}, expected a bool tensor",
@@ -178,19 +178,19 @@ Status infer_where(const Node& node, std::vector<TensorSpec>* out) {
   }
   ScalarOperand c{"condition", &cond, DType::kBool};
   ScalarOperand a = scalar_arg(node, 1), b = scalar_arg(node, 2);
-  std::vector<Dim> shape;
+  Shape shape;
   KILN_RETURN_IF_ERROR(operands_shape({c, a, b}, &shape));
   return single(out, result_type({a, b}), std::move(shape));
 }
 
-Status infer_compare(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_compare(const Node& node, SpecList* out) {
   std::vector<ScalarOperand> ops = {scalar_arg(node, 0), scalar_arg(node, 1)};
-  std::vector<Dim> shape;
+  Shape shape;
   KILN_RETURN_IF_ERROR(operands_shape(ops, &shape));
   return single(out, DType::kBool, std::move(shape));
 }
 
-Status infer_logical_unary(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_logical_unary(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   if (self.dtype != DType::kBool) {
     return invalid_argument("argument 'self': got {}, expected a bool tensor", self.to_string());
@@ -198,7 +198,7 @@ Status infer_logical_unary(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, DType::kBool, self.shape);
 }
 
-Status infer_logical_binary(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_logical_binary(const Node& node, SpecList* out) {
   const TensorSpec& a = arg_spec(node, 0);
   const TensorSpec& b = arg_spec(node, 1);
   for (size_t i = 0; i < 2; ++i) {
@@ -208,17 +208,17 @@ Status infer_logical_binary(const Node& node, std::vector<TensorSpec>* out) {
                               s.to_string());
     }
   }
-  std::vector<Dim> shape;
+  Shape shape;
   KILN_RETURN_IF_ERROR(broadcast_shapes(a.shape, b.shape, "self", a, "other", b, &shape));
   return single(out, DType::kBool, std::move(shape));
 }
 
-Status infer_cast(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_cast(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   return single(out, node.kwarg("dtype").to_dtype(), self.shape);
 }
 
-Status infer_full(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_full(const Node& node, SpecList* out) {
   const auto& size = node.kwarg("size").to_ints();
   for (int64_t s : size) {
     if (s < 0) {
@@ -240,7 +240,7 @@ Status infer_full(const Node& node, std::vector<TensorSpec>* out) {
   return Status::Ok();
 }
 
-Status infer_arange(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_arange(const Node& node, SpecList* out) {
   double start = node.kwarg_float("start"), end = node.kwarg_float("end");
   double step = node.kwarg_float("step");
   DType dtype = node.kwarg("dtype").to_dtype();
@@ -262,7 +262,7 @@ Status infer_arange(const Node& node, std::vector<TensorSpec>* out) {
   return Status::Ok();
 }
 
-Status infer_quantize(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_quantize(const Node& node, SpecList* out) {
   const TensorSpec& input = arg_spec(node, 0);
   KILN_RETURN_IF_ERROR(expect_floating("input", input));
   double scale = node.kwarg_float("scale");
@@ -274,7 +274,7 @@ Status infer_quantize(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, qdtype, input.shape);
 }
 
-Status infer_dequantize(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_dequantize(const Node& node, SpecList* out) {
   const TensorSpec& input = arg_spec(node, 0);
   DType qdtype = node.kwarg("dtype").to_dtype();
   if (input.dtype != qdtype) {
@@ -290,7 +290,7 @@ Status infer_dequantize(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, out_dtype, input.shape);
 }
 
-Status infer_quantize_per_channel(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_quantize_per_channel(const Node& node, SpecList* out) {
   const TensorSpec& input = arg_spec(node, 0);
   KILN_RETURN_IF_ERROR(expect_floating("input", input));
   int64_t axis = 0;
@@ -300,7 +300,7 @@ Status infer_quantize_per_channel(const Node& node, std::vector<TensorSpec>* out
   return single(out, qdtype, input.shape);
 }
 
-Status infer_dequantize_per_channel(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_dequantize_per_channel(const Node& node, SpecList* out) {
   const TensorSpec& input = arg_spec(node, 0);
   DType qdtype = node.kwarg("dtype").to_dtype();
   if (input.dtype != qdtype) {
@@ -318,7 +318,7 @@ Status infer_dequantize_per_channel(const Node& node, std::vector<TensorSpec>* o
   return single(out, out_dtype, input.shape);
 }
 
-Status infer_getitem(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_getitem(const Node& node, SpecList* out) {
   const Node* src = node.arg(0).node();
   const auto& vals = src->meta.val;
   int64_t index = node.arg(1).to_int();

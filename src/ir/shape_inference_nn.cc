@@ -54,7 +54,7 @@ Status positive_ints(std::string_view arg, const std::vector<int64_t>& v) {
   return Status::Ok();
 }
 
-Status pool2d(const Node& node, bool is_max, std::vector<TensorSpec>* out) {
+Status pool2d(const Node& node, bool is_max, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   if (self.rank() != 3 && self.rank() != 4) {
     return invalid_argument("argument 'self': got {}, expected rank 3 or 4", self.to_string());
@@ -83,7 +83,7 @@ Status pool2d(const Node& node, bool is_max, std::vector<TensorSpec>* out) {
   const auto& padding = node.kwarg("padding").to_ints();
   KILN_RETURN_IF_ERROR(begin_end_padding("padding", padding, 2, &pb, &pe));
   bool ceil_mode = node.kwarg_bool("ceil_mode");
-  std::vector<Dim> shape = self.shape;
+  Shape shape = self.shape;
   size_t first = self.rank() - 2;
   for (size_t i = 0; i < 2; ++i) {
     int64_t eff = dilation[i] * (kernel[i] - 1) + 1;
@@ -101,7 +101,7 @@ Status pool2d(const Node& node, bool is_max, std::vector<TensorSpec>* out) {
 
 // Checks an optional per-channel parameter (weight/bias) of a normalization.
 Status norm_param(const Node& node, size_t i, const TensorSpec& input,
-                  const std::vector<Dim>& expected) {
+                  const Shape& expected) {
   const TensorSpec* p = opt_arg_spec(node, i);
   if (!p) return Status::Ok();
   KILN_RETURN_IF_ERROR(expect_floating(arg_name(node, i), *p));
@@ -115,7 +115,7 @@ Status norm_param(const Node& node, size_t i, const TensorSpec& input,
   return Status::Ok();
 }
 
-Status normalized_tail(const Node& node, const TensorSpec& input, std::vector<Dim>* norm_shape) {
+Status normalized_tail(const Node& node, const TensorSpec& input, Shape* norm_shape) {
   const auto& ns = node.kwarg("normalized_shape").to_ints();
   if (ns.empty()) {
     return invalid_argument("argument 'normalized_shape': got [], expected at least one dim");
@@ -135,7 +135,7 @@ Status normalized_tail(const Node& node, const TensorSpec& input, std::vector<Di
 
 }  // namespace
 
-Status infer_mm(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_mm(const Node& node, SpecList* out) {
   const TensorSpec& a = arg_spec(node, 0);
   const TensorSpec& b = arg_spec(node, 1);
   KILN_RETURN_IF_ERROR(expect_rank("self", a, 2));
@@ -145,7 +145,7 @@ Status infer_mm(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, a.dtype, {a.shape[0], b.shape[1]});
 }
 
-Status infer_bmm(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_bmm(const Node& node, SpecList* out) {
   const TensorSpec& a = arg_spec(node, 0);
   const TensorSpec& b = arg_spec(node, 1);
   KILN_RETURN_IF_ERROR(expect_rank("self", a, 3));
@@ -159,7 +159,7 @@ Status infer_bmm(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, a.dtype, {merge_dims(a.shape[0], b.shape[0]), a.shape[1], b.shape[2]});
 }
 
-Status infer_matmul(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_matmul(const Node& node, SpecList* out) {
   const TensorSpec& a = arg_spec(node, 0);
   const TensorSpec& b = arg_spec(node, 1);
   if (a.rank() == 0 || b.rank() == 0) {
@@ -169,20 +169,20 @@ Status infer_matmul(const Node& node, std::vector<TensorSpec>* out) {
   }
   KILN_RETURN_IF_ERROR(matmul_dtypes("self", a, "other", b));
   // Vectors act as a row (self) or a column (other) that is dropped again afterwards.
-  std::vector<Dim> sa = a.shape, sb = b.shape;
+  Shape sa = a.shape, sb = b.shape;
   if (a.rank() == 1) sa.insert(sa.begin(), Dim(1));
   if (b.rank() == 1) sb.push_back(Dim(1));
   KILN_RETURN_IF_ERROR(
       inner_dims("self", a, sa[sa.size() - 1], "other", b, sb[sb.size() - 2]));
-  std::vector<Dim> ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
-  std::vector<Dim> shape;
+  Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
+  Shape shape;
   KILN_RETURN_IF_ERROR(broadcast_shapes(ba, bb, "self", a, "other", b, &shape));
   if (a.rank() > 1) shape.push_back(sa[sa.size() - 2]);
   if (b.rank() > 1) shape.push_back(sb.back());
   return single(out, a.dtype, std::move(shape));
 }
 
-Status infer_linear(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_linear(const Node& node, SpecList* out) {
   const TensorSpec& input = arg_spec(node, 0);
   const TensorSpec& weight = arg_spec(node, 1);
   if (input.rank() == 0) {
@@ -198,12 +198,12 @@ Status infer_linear(const Node& node, std::vector<TensorSpec>* out) {
                             "input {}",
                             weight.to_string(), in_features.to_string(), input.to_string());
   }
-  std::vector<Dim> shape(input.shape.begin(), input.shape.end() - 1);
+  Shape shape(input.shape.begin(), input.shape.end() - 1);
   if (weight.rank() == 2) shape.push_back(weight.shape[0]);
   if (const TensorSpec* bias = opt_arg_spec(node, 2)) {
     KILN_RETURN_IF_ERROR(expect_same_dtype("bias", *bias, "input", input));
     TensorSpec res(input.dtype, shape);
-    std::vector<Dim> b;
+    Shape b;
     KILN_RETURN_IF_ERROR(broadcast_shapes(shape, bias->shape, "output", res, "bias", *bias, &b));
     if (b != shape) {
       return invalid_argument("argument 'bias': got {}, expected a shape that broadcasts to {}",
@@ -213,7 +213,7 @@ Status infer_linear(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, input.dtype, std::move(shape));
 }
 
-Status infer_addmm(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_addmm(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   const TensorSpec& a = arg_spec(node, 1);
   const TensorSpec& b = arg_spec(node, 2);
@@ -222,8 +222,8 @@ Status infer_addmm(const Node& node, std::vector<TensorSpec>* out) {
   KILN_RETURN_IF_ERROR(matmul_dtypes("mat1", a, "mat2", b));
   KILN_RETURN_IF_ERROR(expect_same_dtype("self", self, "mat1", a));
   KILN_RETURN_IF_ERROR(inner_dims("mat1", a, a.shape[1], "mat2", b, b.shape[0]));
-  std::vector<Dim> shape = {a.shape[0], b.shape[1]};
-  std::vector<Dim> bshape;
+  Shape shape = {a.shape[0], b.shape[1]};
+  Shape bshape;
   TensorSpec res(a.dtype, shape);
   KILN_RETURN_IF_ERROR(broadcast_shapes(shape, self.shape, "mm result", res, "self", self, &bshape));
   if (bshape.size() != 2 || !dims_compatible(bshape[0], shape[0]) ||
@@ -234,7 +234,7 @@ Status infer_addmm(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, a.dtype, std::move(shape));
 }
 
-Status infer_convolution(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_convolution(const Node& node, SpecList* out) {
   const TensorSpec& input = arg_spec(node, 0);
   const TensorSpec& weight = arg_spec(node, 1);
   if (weight.rank() != 3 && weight.rank() != 4) {
@@ -277,7 +277,7 @@ Status infer_convolution(const Node& node, std::vector<TensorSpec>* out) {
   KILN_RETURN_IF_ERROR(positive_ints("dilation", dilation));
   KILN_RETURN_IF_ERROR(
       begin_end_padding("padding", node.kwarg("padding").to_ints(), spatial, &pb, &pe));
-  std::vector<Dim> shape = {input.shape[0], out_ch};
+  Shape shape = {input.shape[0], out_ch};
   for (size_t i = 0; i < spatial; ++i) {
     const Dim& k = weight.shape[2 + i];
     if (!k.is_static() || k.value() <= 0) {
@@ -292,7 +292,7 @@ Status infer_convolution(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, input.dtype, std::move(shape));
 }
 
-Status infer_conv_transpose2d(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_conv_transpose2d(const Node& node, SpecList* out) {
   const TensorSpec& input = arg_spec(node, 0);
   const TensorSpec& weight = arg_spec(node, 1);
   KILN_RETURN_IF_ERROR(expect_rank("input", input, 4));
@@ -327,7 +327,7 @@ Status infer_conv_transpose2d(const Node& node, std::vector<TensorSpec>* out) {
   KILN_RETURN_IF_ERROR(
       per_dim_ints("output_padding", node.kwarg("output_padding").to_ints(), 2, &out_pad));
   KILN_RETURN_IF_ERROR(begin_end_padding("padding", node.kwarg("padding").to_ints(), 2, &pb, &pe));
-  std::vector<Dim> shape = {input.shape[0], out_ch};
+  Shape shape = {input.shape[0], out_ch};
   for (size_t i = 0; i < 2; ++i) {
     if (out_pad[i] < 0 || (out_pad[i] >= stride[i] && out_pad[i] >= dilation[i])) {
       return invalid_argument("argument 'output_padding': got {}, expected values below stride "
@@ -358,15 +358,15 @@ Status infer_conv_transpose2d(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, input.dtype, std::move(shape));
 }
 
-Status infer_max_pool2d(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_max_pool2d(const Node& node, SpecList* out) {
   return pool2d(node, true, out);
 }
 
-Status infer_avg_pool2d(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_avg_pool2d(const Node& node, SpecList* out) {
   return pool2d(node, false, out);
 }
 
-Status infer_adaptive_avg_pool2d(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_adaptive_avg_pool2d(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   if (self.rank() != 3 && self.rank() != 4) {
     return invalid_argument("argument 'self': got {}, expected rank 3 or 4", self.to_string());
@@ -375,20 +375,20 @@ Status infer_adaptive_avg_pool2d(const Node& node, std::vector<TensorSpec>* out)
   std::vector<int64_t> size;
   KILN_RETURN_IF_ERROR(per_dim_ints("output_size", node.kwarg("output_size").to_ints(), 2, &size));
   KILN_RETURN_IF_ERROR(positive_ints("output_size", size));
-  std::vector<Dim> shape = self.shape;
+  Shape shape = self.shape;
   shape[shape.size() - 2] = size[0];
   shape[shape.size() - 1] = size[1];
   return single(out, self.dtype, std::move(shape));
 }
 
-Status infer_batch_norm(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_batch_norm(const Node& node, SpecList* out) {
   const TensorSpec& input = arg_spec(node, 0);
   if (input.rank() < 2) {
     return invalid_argument("argument 'input': got {}, expected rank at least 2 ([N, C, ...])",
                             input.to_string());
   }
   KILN_RETURN_IF_ERROR(expect_floating("input", input));
-  std::vector<Dim> channels = {input.shape[1]};
+  Shape channels = {input.shape[1]};
   for (size_t i = 1; i <= 4; ++i) KILN_RETURN_IF_ERROR(norm_param(node, i, input, channels));
   if (!(node.kwarg_float("eps") >= 0)) {
     return invalid_argument("argument 'eps': got {}, expected a non-negative value",
@@ -397,25 +397,25 @@ Status infer_batch_norm(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, input.dtype, input.shape);
 }
 
-Status infer_layer_norm(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_layer_norm(const Node& node, SpecList* out) {
   const TensorSpec& input = arg_spec(node, 0);
   KILN_RETURN_IF_ERROR(expect_floating("input", input));
-  std::vector<Dim> norm;
+  Shape norm;
   KILN_RETURN_IF_ERROR(normalized_tail(node, input, &norm));
   for (size_t i = 1; i <= 2; ++i) KILN_RETURN_IF_ERROR(norm_param(node, i, input, norm));
   return single(out, input.dtype, input.shape);
 }
 
-Status infer_rms_norm(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_rms_norm(const Node& node, SpecList* out) {
   const TensorSpec& input = arg_spec(node, 0);
   KILN_RETURN_IF_ERROR(expect_floating("input", input));
-  std::vector<Dim> norm;
+  Shape norm;
   KILN_RETURN_IF_ERROR(normalized_tail(node, input, &norm));
   KILN_RETURN_IF_ERROR(norm_param(node, 1, input, norm));
   return single(out, input.dtype, input.shape);
 }
 
-Status infer_group_norm(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_group_norm(const Node& node, SpecList* out) {
   const TensorSpec& input = arg_spec(node, 0);
   if (input.rank() < 2) {
     return invalid_argument("argument 'input': got {}, expected rank at least 2 ([N, C, ...])",
@@ -434,7 +434,7 @@ Status infer_group_norm(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, input.dtype, input.shape);
 }
 
-Status infer_softmax(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_softmax(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   KILN_RETURN_IF_ERROR(expect_floating("self", self));
   int64_t dim = 0;
@@ -442,7 +442,7 @@ Status infer_softmax(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, self.dtype, self.shape);
 }
 
-Status infer_sdpa(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_sdpa(const Node& node, SpecList* out) {
   const TensorSpec& q = arg_spec(node, 0);
   const TensorSpec& k = arg_spec(node, 1);
   const TensorSpec& v = arg_spec(node, 2);
@@ -465,8 +465,8 @@ Status infer_sdpa(const Node& node, std::vector<TensorSpec>* out) {
     return invalid_argument("argument 'value': got {}, expected sequence length {} to match key {}",
                             v.to_string(), s_len.to_string(), k.to_string());
   }
-  std::vector<Dim> batch(q.shape.begin(), q.shape.end() - 2);
-  std::vector<Dim> kb(k.shape.begin(), k.shape.end() - 2), vb(v.shape.begin(), v.shape.end() - 2);
+  Shape batch(q.shape.begin(), q.shape.end() - 2);
+  Shape kb(k.shape.begin(), k.shape.end() - 2), vb(v.shape.begin(), v.shape.end() - 2);
   KILN_RETURN_IF_ERROR(broadcast_shapes(batch, kb, "query", q, "key", k, &batch));
   KILN_RETURN_IF_ERROR(broadcast_shapes(batch, vb, "query", q, "value", v, &batch));
   const Dim& l_len = q.shape[q.rank() - 2];
@@ -480,10 +480,10 @@ Status infer_sdpa(const Node& node, std::vector<TensorSpec>* out) {
       return invalid_argument("argument 'attn_mask': got {}, expected bool or {}",
                               mask->to_string(), dtype_name(q.dtype));
     }
-    std::vector<Dim> scores = batch;
+    Shape scores = batch;
     scores.push_back(l_len);
     scores.push_back(s_len);
-    std::vector<Dim> b;
+    Shape b;
     TensorSpec sc(q.dtype, scores);
     KILN_RETURN_IF_ERROR(broadcast_shapes(scores, mask->shape, "scores", sc, "attn_mask", *mask, &b));
     if (b.size() != scores.size()) {
@@ -500,23 +500,23 @@ Status infer_sdpa(const Node& node, std::vector<TensorSpec>* out) {
   if (!scale.is_none() && !std::isfinite(scale.to_float())) {
     return invalid_argument("argument 'scale': got {}, expected a finite value", scale.to_float());
   }
-  std::vector<Dim> shape = batch;
+  Shape shape = batch;
   shape.push_back(l_len);
   shape.push_back(v.shape.back());
   return single(out, q.dtype, std::move(shape));
 }
 
-Status infer_embedding(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_embedding(const Node& node, SpecList* out) {
   const TensorSpec& weight = arg_spec(node, 0);
   const TensorSpec& indices = arg_spec(node, 1);
   KILN_RETURN_IF_ERROR(expect_rank("weight", weight, 2));
   KILN_RETURN_IF_ERROR(expect_index("indices", indices));
-  std::vector<Dim> shape = indices.shape;
+  Shape shape = indices.shape;
   shape.push_back(weight.shape[1]);
   return single(out, weight.dtype, std::move(shape));
 }
 
-Status infer_upsample2d(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_upsample2d(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   KILN_RETURN_IF_ERROR(expect_rank("self", self, 4));
   if (node.target() == OpId::kUpsampleBilinear2d) {
@@ -531,7 +531,7 @@ Status infer_upsample2d(const Node& node, std::vector<TensorSpec>* out) {
                             "scales, got {}",
                             size.is_none() ? "neither" : "both");
   }
-  std::vector<Dim> shape = self.shape;
+  Shape shape = self.shape;
   if (!size.is_none()) {
     std::vector<int64_t> s;
     KILN_RETURN_IF_ERROR(per_dim_ints("output_size", size.to_ints(), 2, &s));

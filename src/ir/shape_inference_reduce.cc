@@ -6,7 +6,7 @@ namespace kiln::shape {
 namespace {
 
 // Output shape of a reduction over the `dim` kwarg (None or [] reduces every dim, as torch).
-Status reduce_shape(const Node& node, const TensorSpec& self, std::vector<Dim>* out) {
+Status reduce_shape(const Node& node, const TensorSpec& self, Shape* out) {
   const Arg& dim_arg = node.kwarg("dim");
   bool keepdim = node.kwarg_bool("keepdim");
   std::vector<bool> reduced(self.rank(), dim_arg.is_none());
@@ -34,8 +34,8 @@ Status reduce_shape(const Node& node, const TensorSpec& self, std::vector<Dim>* 
   return Status::Ok();
 }
 
-Status reduce(const Node& node, DType dtype, std::vector<TensorSpec>* out) {
-  std::vector<Dim> shape;
+Status reduce(const Node& node, DType dtype, SpecList* out) {
+  Shape shape;
   KILN_RETURN_IF_ERROR(reduce_shape(node, arg_spec(node, 0), &shape));
   out->assign(1, TensorSpec(dtype, std::move(shape)));
   return Status::Ok();
@@ -46,26 +46,26 @@ DType accumulate_type(DType t) { return is_floating(t) ? t : DType::kI64; }
 
 }  // namespace
 
-Status infer_reduce_float(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_reduce_float(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   KILN_RETURN_IF_ERROR(expect_floating("self", self));
   return reduce(node, self.dtype, out);
 }
 
-Status infer_reduce_sum(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_reduce_sum(const Node& node, SpecList* out) {
   return reduce(node, accumulate_type(arg_spec(node, 0).dtype), out);
 }
 
-Status infer_reduce_same(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_reduce_same(const Node& node, SpecList* out) {
   return reduce(node, arg_spec(node, 0).dtype, out);
 }
 
-Status infer_argmax(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_argmax(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   KILN_RETURN_IF_ERROR(expect_numeric("self", self));
   const Arg& dim_arg = node.kwarg("dim");
   bool keepdim = node.kwarg_bool("keepdim");
-  std::vector<Dim> shape;
+  Shape shape;
   if (dim_arg.is_none()) {
     // Argmax of the flattened tensor; keepdim keeps every dim as 1.
     if (keepdim) shape.assign(self.rank(), Dim(1));
@@ -88,7 +88,7 @@ Status infer_argmax(const Node& node, std::vector<TensorSpec>* out) {
   return Status::Ok();
 }
 
-Status infer_cumsum(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_cumsum(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   int64_t d = 0;
   KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim"), self.rank(), "dim", &d, true));

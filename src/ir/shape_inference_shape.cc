@@ -18,7 +18,7 @@ constexpr int64_t kOpenEnd = std::numeric_limits<int64_t>::max() / 2;
 
 }  // namespace
 
-Status infer_reshape(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_reshape(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   std::string_view arg = node.target() == OpId::kView ? "size" : "shape";
   const auto& size = node.kwarg(arg).to_ints();
@@ -39,9 +39,9 @@ Status infer_reshape(const Node& node, std::vector<TensorSpec>* out) {
                           ints_string(size));
     }
   }
-  std::vector<Dim> shape(size.begin(), size.end());
+  Shape shape(size.begin(), size.end());
   int64_t static_in = 1;
-  std::vector<Dim> syms;
+  Shape syms;
   for (const Dim& d : self.shape) {
     if (!d.is_static()) {
       syms.push_back(d);
@@ -85,7 +85,7 @@ Status infer_reshape(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, self.dtype, std::move(shape));
 }
 
-Status infer_permute(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_permute(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   const auto& dims = node.kwarg("dims").to_ints();
   if (dims.size() != self.rank()) {
@@ -93,7 +93,7 @@ Status infer_permute(const Node& node, std::vector<TensorSpec>* out) {
                             ints_string(dims), self.rank(), self.to_string());
   }
   std::vector<bool> seen(self.rank(), false);
-  std::vector<Dim> shape;
+  Shape shape;
   for (int64_t d : dims) {
     int64_t nd = 0;
     KILN_RETURN_IF_ERROR(normalize_dim(d, self.rank(), "dims", &nd));
@@ -107,17 +107,17 @@ Status infer_permute(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, self.dtype, std::move(shape));
 }
 
-Status infer_transpose(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_transpose(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   int64_t a = 0, b = 0;
   KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim0"), self.rank(), "dim0", &a, true));
   KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim1"), self.rank(), "dim1", &b, true));
-  std::vector<Dim> shape = self.shape;
+  Shape shape = self.shape;
   if (!shape.empty()) std::swap(shape[static_cast<size_t>(a)], shape[static_cast<size_t>(b)]);
   return single(out, self.dtype, std::move(shape));
 }
 
-Status infer_squeeze(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_squeeze(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   const Arg& dim_arg = node.kwarg("dim");
   std::vector<bool> target(self.rank(), dim_arg.is_none());
@@ -128,7 +128,7 @@ Status infer_squeeze(const Node& node, std::vector<TensorSpec>* out) {
       if (self.rank() > 0) target[static_cast<size_t>(nd)] = true;
     }
   }
-  std::vector<Dim> shape;
+  Shape shape;
   for (size_t i = 0; i < self.rank(); ++i) {
     // Only dims known to be 1 go; torch leaves other dims named in `dim` as they are.
     bool one = self.shape[i].is_static() && self.shape[i].value() == 1;
@@ -137,16 +137,16 @@ Status infer_squeeze(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, self.dtype, std::move(shape));
 }
 
-Status infer_unsqueeze(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_unsqueeze(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   int64_t d = 0;
   KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim"), self.rank() + 1, "dim", &d));
-  std::vector<Dim> shape = self.shape;
+  Shape shape = self.shape;
   shape.insert(shape.begin() + d, Dim(1));
   return single(out, self.dtype, std::move(shape));
 }
 
-Status infer_flatten(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_flatten(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   int64_t start = 0, end = 0;
   KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("start_dim"), self.rank(), "start_dim", &start, true));
@@ -157,13 +157,13 @@ Status infer_flatten(const Node& node, std::vector<TensorSpec>* out) {
   }
   if (self.rank() == 0) return single(out, self.dtype, {Dim(1)});
   auto s = static_cast<size_t>(start), e = static_cast<size_t>(end);
-  std::vector<Dim> shape(self.shape.begin(), self.shape.begin() + start);
+  Shape shape(self.shape.begin(), self.shape.begin() + start);
   shape.push_back(dim_product(self.shape, s, e + 1));
   shape.insert(shape.end(), self.shape.begin() + end + 1, self.shape.end());
   return single(out, self.dtype, std::move(shape));
 }
 
-Status infer_expand(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_expand(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   const auto& size = node.kwarg("size").to_ints();
   if (size.size() < self.rank()) {
@@ -171,7 +171,7 @@ Status infer_expand(const Node& node, std::vector<TensorSpec>* out) {
                             ints_string(size), self.rank(), self.to_string());
   }
   size_t lead = size.size() - self.rank();
-  std::vector<Dim> shape;
+  Shape shape;
   for (size_t i = 0; i < size.size(); ++i) {
     int64_t t = size[i];
     if (i < lead) {
@@ -199,14 +199,14 @@ Status infer_expand(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, self.dtype, std::move(shape));
 }
 
-Status infer_cat(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_cat(const Node& node, SpecList* out) {
   const auto& tensors = node.arg(0).nodes();
   if (tensors.empty()) return invalid_argument("argument 'tensors': got an empty list");
   const TensorSpec& first = tensors[0]->spec();
   int64_t dim = 0;
   KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim"), first.rank(), "dim", &dim));
   auto d = static_cast<size_t>(dim);
-  std::vector<Dim> shape = first.shape;
+  Shape shape = first.shape;
   DType dtype = first.dtype;
   for (size_t t = 1; t < tensors.size(); ++t) {
     const TensorSpec& s = tensors[t]->spec();
@@ -227,7 +227,7 @@ Status infer_cat(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, dtype, std::move(shape));
 }
 
-Status infer_split(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_split(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   int64_t dim = 0;
   KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim"), self.rank(), "dim", &dim));
@@ -265,14 +265,14 @@ Status infer_split(const Node& node, std::vector<TensorSpec>* out) {
   }
   out->clear();
   for (int64_t p : pieces) {
-    std::vector<Dim> shape = self.shape;
+    Shape shape = self.shape;
     shape[static_cast<size_t>(dim)] = p;
     out->emplace_back(self.dtype, std::move(shape));
   }
   return Status::Ok();
 }
 
-Status infer_slice(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_slice(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   int64_t dim = 0;
   KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim"), self.rank(), "dim", &dim));
@@ -305,12 +305,12 @@ Status infer_slice(const Node& node, std::vector<TensorSpec>* out) {
     return unsupported("argument 'start': slice [{}:{}] of symbolic dim {} has no known length",
                        start, end, n.to_string());
   }
-  std::vector<Dim> shape = self.shape;
+  Shape shape = self.shape;
   shape[static_cast<size_t>(dim)] = len;
   return single(out, self.dtype, std::move(shape));
 }
 
-Status infer_select(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_select(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   int64_t dim = 0;
   KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim"), self.rank(), "dim", &dim));
@@ -321,12 +321,12 @@ Status infer_select(const Node& node, std::vector<TensorSpec>* out) {
                             "of self {}",
                             index, -n.value(), n.value() - 1, dim, self.to_string());
   }
-  std::vector<Dim> shape = self.shape;
+  Shape shape = self.shape;
   shape.erase(shape.begin() + dim);
   return single(out, self.dtype, std::move(shape));
 }
 
-Status infer_index_select(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_index_select(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   const TensorSpec& index = arg_spec(node, 1);
   KILN_RETURN_IF_ERROR(expect_index("index", index));
@@ -335,12 +335,12 @@ Status infer_index_select(const Node& node, std::vector<TensorSpec>* out) {
   }
   int64_t dim = 0;
   KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim"), self.rank(), "dim", &dim, true));
-  std::vector<Dim> shape = self.shape;
+  Shape shape = self.shape;
   if (!shape.empty()) shape[static_cast<size_t>(dim)] = index.rank() == 1 ? index.shape[0] : Dim(1);
   return single(out, self.dtype, std::move(shape));
 }
 
-Status infer_gather(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_gather(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   const TensorSpec& index = arg_spec(node, 1);
   KILN_RETURN_IF_ERROR(expect_index("index", index));
@@ -362,7 +362,7 @@ Status infer_gather(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, self.dtype, index.shape);
 }
 
-Status infer_pad(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_pad(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   const auto& pad = node.kwarg("pad").to_ints();
   const std::string& mode = node.kwarg("mode").to_str();
@@ -377,7 +377,7 @@ Status infer_pad(const Node& node, std::vector<TensorSpec>* out) {
                             ints_string(pad), self.rank(), self.to_string());
   }
   KILN_RETURN_IF_ERROR(bounded_ints("pad", pad));
-  std::vector<Dim> shape = self.shape;
+  Shape shape = self.shape;
   for (size_t p = 0; p < pad.size() / 2; ++p) {
     size_t d = self.rank() - 1 - p;
     int64_t before = pad[2 * p], after = pad[2 * p + 1];
@@ -401,7 +401,7 @@ Status infer_pad(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, self.dtype, std::move(shape));
 }
 
-Status infer_pixel_shuffle(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_pixel_shuffle(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   int64_t r = node.kwarg_int("upscale_factor");
   if (r <= 0 || r > (1 << 16)) {
@@ -410,7 +410,7 @@ Status infer_pixel_shuffle(const Node& node, std::vector<TensorSpec>* out) {
   if (self.rank() < 3) {
     return invalid_argument("argument 'self': got {}, expected rank at least 3", self.to_string());
   }
-  std::vector<Dim> shape = self.shape;
+  Shape shape = self.shape;
   size_t c = self.rank() - 3;
   const Dim& ch = shape[c];
   if (ch.is_static() && ch.value() % (r * r) != 0) {
@@ -424,7 +424,7 @@ Status infer_pixel_shuffle(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, self.dtype, std::move(shape));
 }
 
-Status infer_pixel_unshuffle(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_pixel_unshuffle(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   int64_t r = node.kwarg_int("downscale_factor");
   if (r <= 0 || r > (1 << 16)) {
@@ -433,7 +433,7 @@ Status infer_pixel_unshuffle(const Node& node, std::vector<TensorSpec>* out) {
   if (self.rank() < 3) {
     return invalid_argument("argument 'self': got {}, expected rank at least 3", self.to_string());
   }
-  std::vector<Dim> shape = self.shape;
+  Shape shape = self.shape;
   size_t c = self.rank() - 3;
   for (size_t i = c + 1; i < c + 3; ++i) {
     if (shape[i].is_static() && shape[i].value() % r != 0) {
@@ -447,7 +447,7 @@ Status infer_pixel_unshuffle(const Node& node, std::vector<TensorSpec>* out) {
   return single(out, self.dtype, std::move(shape));
 }
 
-Status infer_index_put(const Node& node, std::vector<TensorSpec>* out) {
+Status infer_index_put(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   const auto& indices = node.arg(1).nodes();
   const TensorSpec& values = arg_spec(node, 2);
@@ -455,7 +455,7 @@ Status infer_index_put(const Node& node, std::vector<TensorSpec>* out) {
   if (indices.empty()) return invalid_argument("argument 'indices': got an empty list");
   size_t covered = 0;
   bool all_int = true;
-  std::vector<Dim> index_shape;
+  Shape index_shape;
   for (size_t i = 0; i < indices.size(); ++i) {
     const TensorSpec& ix = indices[i]->spec();
     if (ix.dtype == DType::kBool || ix.dtype == DType::kU8) {
@@ -478,10 +478,10 @@ Status infer_index_put(const Node& node, std::vector<TensorSpec>* out) {
   }
   if (all_int) {
     // values broadcast to the indexed result: the index shape, then the untouched dims.
-    std::vector<Dim> target = index_shape;
+    Shape target = index_shape;
     target.insert(target.end(), self.shape.begin() + static_cast<ptrdiff_t>(covered), self.shape.end());
     TensorSpec t(self.dtype, target);
-    std::vector<Dim> b;
+    Shape b;
     KILN_RETURN_IF_ERROR(broadcast_shapes(target, values.shape, "indexed self", t, "values",
                                           values, &b));
     if (b.size() != target.size()) {

@@ -32,7 +32,7 @@ const TensorSpec* opt_arg_spec(const Node& node, size_t i) {
   return &node.arg(i).node()->spec();
 }
 
-Status single(std::vector<TensorSpec>* out, DType dtype, std::vector<Dim> shape) {
+Status single(SpecList* out, DType dtype, Shape shape) {
   out->clear();
   out->emplace_back(dtype, std::move(shape));
   return Status::Ok();
@@ -92,12 +92,12 @@ Dim merge_dims(const Dim& a, const Dim& b) {
   return a;
 }
 
-Status broadcast_shapes(const std::vector<Dim>& a, const std::vector<Dim>& b,
+Status broadcast_shapes(const Shape& a, const Shape& b,
                         std::string_view a_name, const TensorSpec& a_spec,
                         std::string_view b_name, const TensorSpec& b_spec,
-                        std::vector<Dim>* out) {
+                        Shape* out) {
   size_t n = std::max(a.size(), b.size());
-  std::vector<Dim> res(n);
+  Shape res(n);
   for (size_t i = 0; i < n; ++i) {
     bool has_a = i < a.size(), has_b = i < b.size();
     const Dim* da = has_a ? &a[a.size() - 1 - i] : nullptr;
@@ -145,7 +145,7 @@ Dim dim_div(const Dim& d, int64_t k) {
   return Dim::symbol(fmt::format("{}/{}", wrapped(d), k));
 }
 
-Dim dim_product(const std::vector<Dim>& dims, size_t begin, size_t end) {
+Dim dim_product(const Shape& dims, size_t begin, size_t end) {
   // Static factors are folded into one so [batch, 3, 4] gives "batch*12", not "batch*3*4".
   int64_t factor = 1;
   Dim sym(1);
@@ -156,7 +156,7 @@ Dim dim_product(const std::vector<Dim>& dims, size_t begin, size_t end) {
   return dim_mul(sym, Dim(factor));
 }
 
-std::string shape_string(const std::vector<Dim>& dims) {
+std::string shape_string(const Shape& dims) {
   std::string s = "[";
   for (size_t i = 0; i < dims.size(); ++i) {
     if (i) s += ", ";

@@ -31,7 +31,7 @@ struct ScalarOperand {
 };
 ScalarOperand scalar_arg(const Node& node, size_t i);
 /// Sets `out` to the one spec (dtype, shape) and returns Ok.
-Status single(std::vector<TensorSpec>* out, DType dtype, std::vector<Dim> shape);
+Status single(SpecList* out, DType dtype, Shape shape);
 /// Dtype of tensor operands promoted together, with numbers only lifting the category
 /// (bool < integral < floating) as torch's result_type does.
 DType result_type(const std::vector<ScalarOperand>& ops);
@@ -48,10 +48,10 @@ Dim merge_dims(const Dim& a, const Dim& b);
 
 /// torch broadcasting with symbolic dims (see ops.inc). On failure the message names
 /// `b_name` as the argument and shows both specs.
-Status broadcast_shapes(const std::vector<Dim>& a, const std::vector<Dim>& b,
+Status broadcast_shapes(const Shape& a, const Shape& b,
                         std::string_view a_name, const TensorSpec& a_spec,
                         std::string_view b_name, const TensorSpec& b_spec,
-                        std::vector<Dim>* out);
+                        Shape* out);
 
 /// d + k, written "d-2" for negative k on symbols.
 Dim dim_offset(const Dim& d, int64_t k);
@@ -60,10 +60,10 @@ Dim dim_affine_div(const Dim& d, int64_t add, int64_t div, int64_t add2);
 /// d / k for a static d (caller checked divisibility); "d/k" for a symbol.
 Dim dim_div(const Dim& d, int64_t k);
 /// Product of dims[begin, end).
-Dim dim_product(const std::vector<Dim>& dims, size_t begin, size_t end);
+Dim dim_product(const Shape& dims, size_t begin, size_t end);
 
 /// Shape text "[2, batch]".
-std::string shape_string(const std::vector<Dim>& dims);
+std::string shape_string(const Shape& dims);
 /// "[1, 2]" for an int list.
 std::string ints_string(const std::vector<int64_t>& v);
 

@@ -40,18 +40,17 @@ SymbolTable& symbols() {
 
 Dim Dim::symbol(std::string_view name) {
   Dim d;
-  d.value_ = -1;
-  d.sym_ = symbols().intern(name);
+  d.v_ = kSymbolBase + symbols().intern(name);
   return d;
 }
 
 std::string_view Dim::symbol_name() const {
-  if (sym_ < 0) return {};
-  return symbols().name(sym_);
+  if (is_static()) return {};
+  return symbols().name(static_cast<int32_t>(v_ - kSymbolBase));
 }
 
 std::string Dim::to_string() const {
-  if (is_static()) return std::to_string(value_);
+  if (is_static()) return std::to_string(v_);
   return std::string(symbol_name());
 }
 

@@ -250,5 +250,48 @@ TEST_F(GraphTest, ReversedWalkAndPlaceholders) {
   EXPECT_EQ(rev[3], x);
 }
 
+TEST(GraphStorageTest, NodesByIdAcrossChunksAndLongArgListsOnTheHeap) {
+  Graph g;
+  Node* x = g.add_placeholder("x", TensorSpec::of(DType::kF32, {2}));
+  std::vector<Node*> made{x};
+  for (int i = 0; i < 300; ++i) made.push_back(*g.add_call(OpId::kRelu, {made.back()}));
+  for (Node* n : made) EXPECT_EQ(g.node_by_id(n->id()), n);
+  // 40 inputs: more than the pooled array lengths, so args and uses come from the heap; set_args
+  // then swaps between pooled and heap storage (LeakSanitizer checks both are returned).
+  std::vector<Node*> many(made.begin(), made.begin() + 40);
+  Node* cat = *g.add_call(OpId::kCat, {many}, {{"dim", 0}});
+  EXPECT_EQ(cat->num_inputs(), 40u);
+  EXPECT_EQ(cat->spec().shape, (Shape{80}));
+  ASSERT_TRUE(g.set_args(cat, {std::vector<Node*>{x, x}}).ok());
+  EXPECT_EQ(cat->num_inputs(), 2u);
+  EXPECT_EQ(cat->kwarg_int("dim"), 0);
+  ASSERT_TRUE(g.set_args(cat, {many}).ok());
+  EXPECT_EQ(x->num_uses(), 2u);  // made[1] and cat
+  ASSERT_TRUE(g.infer(cat).ok());
+  g.set_output({cat});
+  EXPECT_TRUE(g.lint().ok()) << g.lint().message();
+  g.erase(g.output_node());
+  g.erase(cat);
+  EXPECT_EQ(x->num_uses(), 1u);
+  EXPECT_EQ(g.node_by_id(cat->id()), nullptr);
+}
+
+TEST(DimTest, SymbolsAndStaticValuesNeverMix) {
+  Dim b = Dim::symbol("batch");
+  EXPECT_FALSE(b.is_static());
+  EXPECT_EQ(b.symbol_name(), "batch");
+  EXPECT_EQ(b.value(), -1);
+  EXPECT_EQ(b, Dim::symbol("batch"));
+  EXPECT_NE(b, Dim::symbol("seq"));
+  EXPECT_EQ(sizeof(Dim), sizeof(int64_t));
+  for (int64_t v : {int64_t{0}, int64_t{-1}, int64_t{1} << 40, INT64_MAX, INT64_MIN, INT64_MIN + 5}) {
+    Dim d(v);
+    EXPECT_TRUE(d.is_static()) << v;  // even a hostile INT64_MIN never reads as a symbol
+    EXPECT_TRUE(d.symbol_name().empty());
+  }
+  EXPECT_EQ(Dim(7).value(), 7);
+  EXPECT_NE(Dim(7), b);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "kiln/core/status.h"
+#include "kiln/core/arena.h"
+#include "kiln/ir/detail/array_pool.h"
 #include "kiln/ir/detail/name_table.h"
 #include "kiln/ir/node.h"
 
@@ -135,10 +138,17 @@ class Graph {
   Status check_schema(Node* n, std::vector<Arg>& args, std::vector<Arg>& kwargs) const;
   bool args_fit_schema(const Node* n) const;
 
-  // Arena: fixed-size chunks, so nodes never move and allocation is amortized (std::deque
-  // would allocate once per node, since a Node is larger than its block size).
-  static constexpr uint32_t kChunkBits = 10;
-  std::vector<std::unique_ptr<Node[]>> chunks_;
+  // Storage: every node and its arrays live in one arena (huge pages once the graph is big).
+  // Nodes sit in chunks of 16, 32, 64, ... so they never move and ids index them in O(1).
+  static constexpr uint32_t kFirstChunkBits = 4;
+  Node* slot(uint32_t id) const;
+  void set_args_storage(Node* n, std::span<Arg> args, std::span<Arg> kwargs);
+  void free_args_storage(Node* n);
+
+  Arena arena_;
+  detail::ArrayPool<Arg> arg_pool_{&arena_};
+  detail::ArrayPool<Use> use_pool_{&arena_};
+  std::vector<Node*> chunks_;
   uint32_t next_id_ = 0;
   Node* first_ = nullptr;
   Node* last_ = nullptr;

@@ -34,13 +34,49 @@ struct QuantAttrs {
   bool operator==(const QuantAttrs&) const = default;
 };
 
+/// An optional value kept on the heap: one pointer wide while empty, for metadata that most
+/// nodes lack. Copies deep-copy the value.
+template <typename T>
+class HeapOptional {
+ public:
+  HeapOptional() = default;
+  HeapOptional(std::nullopt_t) {}                                         // NOLINT
+  HeapOptional(T v) : p_(std::make_unique<T>(std::move(v))) {}            // NOLINT
+  HeapOptional(const HeapOptional& o) : p_(o.p_ ? std::make_unique<T>(*o.p_) : nullptr) {}
+  HeapOptional(HeapOptional&&) noexcept = default;
+  HeapOptional& operator=(const HeapOptional& o) {
+    if (this != &o) p_ = o.p_ ? std::make_unique<T>(*o.p_) : nullptr;
+    return *this;
+  }
+  HeapOptional& operator=(HeapOptional&&) noexcept = default;
+
+  bool has_value() const { return p_ != nullptr; }
+  explicit operator bool() const { return p_ != nullptr; }
+  T& operator*() { return *p_; }
+  const T& operator*() const { return *p_; }
+  T* operator->() { return p_.get(); }
+  const T* operator->() const { return p_.get(); }
+  void reset() { p_.reset(); }
+  T& emplace() {
+    p_ = std::make_unique<T>();
+    return *p_;
+  }
+
+  friend bool operator==(const HeapOptional& a, const HeapOptional& b) {
+    return a.has_value() == b.has_value() && (!a.has_value() || *a == *b);
+  }
+
+ private:
+  std::unique_ptr<T> p_;
+};
+
 /// Typed metadata of a node. `val` is empty while the spec is unknown.
 struct NodeMeta {
-  std::vector<TensorSpec> val;     ///< one spec, or one per tuple element for list returns
+  SpecList val;     ///< one spec, or one per tuple element for list returns
   std::string delegation_tag;      ///< partition tag; empty when untagged
   int64_t debug_handle = -1;       ///< -1: none
   bool no_copy = false;            ///< constant must not be duplicated across partitions
-  std::optional<QuantAttrs> quant;
+  HeapOptional<QuantAttrs> quant;
   std::string source;              ///< where the node came from (an ONNX node name, file:line)
 };
 
@@ -72,11 +108,11 @@ class Node {
   const Schema& schema() const { return op_def(target_).schema; }
 
   /// Positional args, aligned with the schema's positional params (or variadic).
-  std::span<const Arg> args() const { return args_; }
+  std::span<const Arg> args() const { return {args_, num_args_}; }
   const Arg& arg(size_t i) const { return args_[i]; }
-  size_t num_args() const { return args_.size(); }
+  size_t num_args() const { return num_args_; }
   /// Keyword args, aligned with schema().keyword (always complete).
-  std::span<const Arg> kwargs() const { return kwargs_; }
+  std::span<const Arg> kwargs() const { return {args_ + num_args_, num_kwargs_}; }
   /// Keyword arg by name; aborts if the op has no such keyword (a kiln bug, not input).
   const Arg& kwarg(std::string_view name) const;
   int64_t kwarg_int(std::string_view name) const { return kwarg(name).to_int(); }
@@ -84,7 +120,7 @@ class Node {
   bool kwarg_bool(std::string_view name) const { return kwarg(name).to_bool(); }
 
   /// Every node this node reads, in argument order, with repeats.
-  std::span<const Use> operands() const { return {uses_.get(), num_uses_}; }
+  std::span<const Use> operands() const { return {uses_, num_uses_}; }
   size_t num_inputs() const { return num_uses_; }
   Node* input(size_t i) const { return uses_[i].value; }
   /// Distinct input nodes in first-use order.
@@ -134,15 +170,15 @@ class Node {
  private:
   friend class Graph;
 
+  // Positional then keyword args, and the operand uses: arrays from the graph's pools.
+  Arg* args_ = nullptr;
+  Use* uses_ = nullptr;
   uint32_t id_ = 0;
   OpKind op_ = OpKind::kCallFunction;
   bool erased_ = false;
   OpId target_ = OpId::kNone;
-  std::string name_;
-  std::string target_str_;  // placeholder / get_attr target
-  std::vector<Arg> args_;
-  std::vector<Arg> kwargs_;
-  std::unique_ptr<Use[]> uses_;
+  uint32_t num_args_ = 0;
+  uint32_t num_kwargs_ = 0;
   uint32_t num_uses_ = 0;
   uint32_t use_count_ = 0;
   Use* first_use_ = nullptr;
@@ -150,6 +186,8 @@ class Node {
   Node* next_ = nullptr;
   uint64_t order_ = 0;
   Graph* graph_ = nullptr;
+  std::string name_;
+  std::unique_ptr<std::string> attr_target_;  // get_attr only
 };
 
 }  // namespace kiln

@@ -56,7 +56,7 @@ struct Schema {
 
 /// Infers the output specs of a node whose inputs all have specs. Returns an error naming the
 /// argument that does not fit.
-using InferFn = Status (*)(const Node& node, std::vector<TensorSpec>* out);
+using InferFn = Status (*)(const Node& node, SpecList* out);
 
 struct OpDef {
   OpId id;

@@ -8,32 +8,39 @@
 #include <vector>
 
 #include "kiln/core/dtype.h"
+#include "kiln/core/small_vec.h"
 
 namespace kiln {
 
 /// One dimension: a static size, or a named symbol such as `batch` (or a derived name such as
-/// `batch*12`). Symbols are interned process-wide, so a Dim is two words and compares by value.
+/// `batch*12`). Symbols are interned process-wide, so a Dim is one word and compares by value:
+/// symbol k is stored as INT64_MIN + k. A static value in that range (only folded garbage from a
+/// hostile model gets there) is clamped to the range's end, so it never reads as a symbol.
 class Dim {
  public:
   Dim() = default;
-  Dim(int64_t value) : value_(value) {}  // NOLINT: static dims read naturally as integers
+  Dim(int64_t value) : v_(value < kSymbolEnd ? kSymbolEnd : value) {}  // NOLINT: reads as an int
   /// A symbolic dim; `name` must be an identifier or a derived expression printed by kiln.
   static Dim symbol(std::string_view name);
 
-  bool is_static() const { return sym_ < 0; }
-  /// Static size; only meaningful when is_static().
-  int64_t value() const { return value_; }
+  bool is_static() const { return v_ >= kSymbolEnd; }
+  /// Static size; -1 for a symbolic dim.
+  int64_t value() const { return is_static() ? v_ : -1; }
   /// Symbol name; empty for a static dim. The view lives as long as the process.
   std::string_view symbol_name() const;
   std::string to_string() const;
 
-  bool operator==(const Dim& o) const { return sym_ == o.sym_ && (sym_ >= 0 || value_ == o.value_); }
-  bool operator!=(const Dim& o) const { return !(*this == o); }
+  bool operator==(const Dim& o) const { return v_ == o.v_; }
+  bool operator!=(const Dim& o) const { return v_ != o.v_; }
 
  private:
-  int64_t value_ = 0;
-  int32_t sym_ = -1;
+  static constexpr int64_t kSymbolBase = INT64_MIN;
+  static constexpr int64_t kSymbolEnd = INT64_MIN + (int64_t{1} << 32);
+  int64_t v_ = 0;
 };
+
+/// A shape: dims kept inline up to rank 5.
+using Shape = SmallVec<Dim, 5>;
 
 /// Product of two dims: static if both are, else a derived symbol ("batch*12").
 Dim dim_mul(Dim a, Dim b);
@@ -43,10 +50,10 @@ Dim dim_add(Dim a, Dim b);
 /// Dtype plus shape of one tensor value.
 struct TensorSpec {
   DType dtype = DType::kF32;
-  std::vector<Dim> shape;
+  Shape shape;
 
   TensorSpec() = default;
-  TensorSpec(DType d, std::vector<Dim> s) : dtype(d), shape(std::move(s)) {}
+  TensorSpec(DType d, Shape s) : dtype(d), shape(std::move(s)) {}
   static TensorSpec of(DType d, const std::vector<int64_t>& static_shape);
 
   size_t rank() const { return shape.size(); }
@@ -61,5 +68,8 @@ struct TensorSpec {
   bool operator==(const TensorSpec& o) const { return dtype == o.dtype && shape == o.shape; }
   bool operator!=(const TensorSpec& o) const { return !(*this == o); }
 };
+
+/// The output specs of a node: one, or one per element of a returned list.
+using SpecList = SmallVec<TensorSpec, 1>;
 
 }  // namespace kiln
