@@ -242,7 +242,9 @@ Status Parser::parse_meta(NodeMeta* meta, const Token& name_tok) {
       KILN_RETURN_IF_ERROR(parse_int(&n, "an integer"));
       declared_users_.push_back({nullptr, {n, at_n}});
     } else if (key.text == "tag") {
-      KILN_RETURN_IF_ERROR(parse_name(&meta->delegation_tag, "a tag"));
+      std::string tag;
+      KILN_RETURN_IF_ERROR(parse_name(&tag, "a tag"));
+      meta->delegation_tag = std::move(tag);
     } else if (key.text == "debug_handle") {
       KILN_RETURN_IF_ERROR(parse_int(&meta->debug_handle, "an integer"));
     } else if (key.text == "no_copy") {

@@ -91,14 +91,14 @@ void append_quant(std::string& out, const QuantAttrs& q) {
 void append_meta(std::string& out, const Node* n) {
   out += fmt::format("[num_users={}", n->num_users());
   const NodeMeta& m = n->meta;
-  if (!m.delegation_tag.empty()) out += ", tag=" + name_or_quoted(m.delegation_tag);
+  if (!m.delegation_tag.empty()) out += ", tag=" + name_or_quoted(m.delegation_tag.str());
   if (m.debug_handle != -1) out += fmt::format(", debug_handle={}", m.debug_handle);
   if (m.no_copy) out += ", no_copy=True";
   if (m.quant) {
     out += ", ";
     append_quant(out, *m.quant);
   }
-  if (!m.source.empty()) out += ", source=" + quote(m.source);
+  if (!m.source.empty()) out += ", source=" + quote(m.source.str());
   out += ']';
 }
 

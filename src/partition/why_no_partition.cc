@@ -87,7 +87,7 @@ void WhyNoPartitionReporter::report(const Node& node, std::string_view reason) {
   if (node.op() == OpKind::kPlaceholder || node.op() == OpKind::kOutput) return;
   if (!index_.emplace(node.name(), entries_.size()).second) return;
   std::string target(node.target_name());
-  std::string func = node.meta.source.empty() ? target : node.meta.source;
+  std::string func = node.meta.source.empty() ? target : node.meta.source.str();
   entries_.push_back({node.name(), std::move(target), std::move(func), std::string(reason)});
   log_(node, reason);
 }

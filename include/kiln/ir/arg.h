@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -30,8 +31,8 @@ class Arg {
   Arg(double f) : v_(f) {}                       // NOLINT
   Arg(float f) : v_(static_cast<double>(f)) {}   // NOLINT
   Arg(bool b) : v_(b) {}                         // NOLINT
-  Arg(std::string s) : v_(std::move(s)) {}       // NOLINT
-  Arg(const char* s) : v_(std::string(s)) {}     // NOLINT
+  Arg(std::string s) : v_(Str{std::make_shared<const std::string>(std::move(s))}) {}  // NOLINT
+  Arg(const char* s) : Arg(std::string(s)) {}    // NOLINT
   Arg(std::vector<int64_t> l) : v_(std::move(l)) {}  // NOLINT
   Arg(std::vector<double> l) : v_(std::move(l)) {}   // NOLINT
   Arg(DType t) : v_(t) {}                        // NOLINT
@@ -50,7 +51,7 @@ class Arg {
     return kind() == Kind::kInt ? static_cast<double>(std::get<int64_t>(v_)) : std::get<double>(v_);
   }
   bool to_bool() const { return std::get<bool>(v_); }
-  const std::string& to_str() const { return std::get<std::string>(v_); }
+  const std::string& to_str() const { return *std::get<Str>(v_).text; }
   const std::vector<int64_t>& to_ints() const { return std::get<std::vector<int64_t>>(v_); }
   /// Float list; an int list converts.
   std::vector<double> to_floats() const;
@@ -65,7 +66,12 @@ class Arg {
   Node*& node_ref() { return std::get<Node*>(v_); }
   std::vector<Node*>& nodes_ref() { return std::get<std::vector<Node*>>(v_); }
 
-  std::variant<std::monostate, Node*, std::vector<Node*>, int64_t, double, bool, std::string,
+  // Strings are rare in args (modes such as "reflect"); shared, so an Arg stays 32 bytes.
+  struct Str {
+    std::shared_ptr<const std::string> text;
+    bool operator==(const Str& o) const { return *text == *o.text; }
+  };
+  std::variant<std::monostate, Node*, std::vector<Node*>, int64_t, double, bool, Str,
                std::vector<int64_t>, std::vector<double>, DType>
       v_;
 };

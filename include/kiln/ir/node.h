@@ -4,9 +4,12 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <span>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "kiln/ir/arg.h"
 #include "kiln/ir/op_registry.h"
@@ -70,14 +73,63 @@ class HeapOptional {
   std::unique_ptr<T> p_;
 };
 
+/// A string that most nodes leave empty (a partition tag, a source location): one pointer wide,
+/// null while empty. Reads as a const std::string&.
+class MetaString {
+ public:
+  MetaString() = default;
+  MetaString(std::string s) { assign(std::move(s)); }      // NOLINT: implicit
+  MetaString(const char* s) { assign(std::string(s)); }    // NOLINT: implicit
+  MetaString(const MetaString& o) { assign(o.str()); }
+  MetaString(MetaString&&) noexcept = default;
+  MetaString& operator=(const MetaString& o) {
+    if (this != &o) assign(o.str());
+    return *this;
+  }
+  MetaString& operator=(MetaString&&) noexcept = default;
+  MetaString& operator=(std::string s) {
+    assign(std::move(s));
+    return *this;
+  }
+  MetaString& operator=(const char* s) { return *this = std::string(s); }
+
+  const std::string& str() const { return p_ ? *p_ : empty_string(); }
+  operator const std::string&() const { return str(); }  // NOLINT: implicit
+  bool empty() const { return p_ == nullptr; }
+  size_t size() const { return str().size(); }
+  void clear() { p_.reset(); }
+
+  friend bool operator==(const MetaString& a, const MetaString& b) { return a.str() == b.str(); }
+  friend bool operator==(const MetaString& a, const std::string& b) { return a.str() == b; }
+  friend bool operator==(const MetaString& a, std::string_view b) { return a.str() == b; }
+  friend bool operator==(const MetaString& a, const char* b) { return a.str() == b; }
+  friend std::ostream& operator<<(std::ostream& os, const MetaString& s) { return os << s.str(); }
+
+ private:
+  static const std::string& empty_string() {
+    static const std::string empty;
+    return empty;
+  }
+  void assign(std::string s) {
+    if (s.empty()) {
+      p_.reset();
+    } else if (p_) {
+      *p_ = std::move(s);
+    } else {
+      p_ = std::make_unique<std::string>(std::move(s));
+    }
+  }
+  std::unique_ptr<std::string> p_;
+};
+
 /// Typed metadata of a node. `val` is empty while the spec is unknown.
 struct NodeMeta {
   SpecList val;     ///< one spec, or one per tuple element for list returns
-  std::string delegation_tag;      ///< partition tag; empty when untagged
+  MetaString delegation_tag;       ///< partition tag; empty when untagged
   int64_t debug_handle = -1;       ///< -1: none
   bool no_copy = false;            ///< constant must not be duplicated across partitions
   HeapOptional<QuantAttrs> quant;
-  std::string source;              ///< where the node came from (an ONNX node name, file:line)
+  MetaString source;               ///< where the node came from (an ONNX node name, file:line)
 };
 
 /// One edge: `user` reads `value` at args[arg_index] (or element elem_index of a node list).
@@ -191,3 +243,11 @@ class Node {
 };
 
 }  // namespace kiln
+
+template <>
+struct fmt::formatter<kiln::MetaString> : fmt::formatter<std::string_view> {
+  template <typename Context>
+  auto format(const kiln::MetaString& s, Context& ctx) const {
+    return fmt::formatter<std::string_view>::format(s.str(), ctx);
+  }
+};
