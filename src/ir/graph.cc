@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <bit>
-#include <memory>
 #include <charconv>
+#include <memory>
 #include <unordered_set>
 
 namespace kiln {

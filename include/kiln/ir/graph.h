@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/core/status.h"
 #include "kiln/core/arena.h"
+#include "kiln/core/status.h"
 #include "kiln/ir/detail/array_pool.h"
 #include "kiln/ir/detail/name_table.h"
 #include "kiln/ir/node.h"
