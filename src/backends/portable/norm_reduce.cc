@@ -102,40 +102,39 @@ Result<int64_t> normalized_size(const KernelArgs& args, const Tensor& x, const c
   }
   return prod(ns, 0, ns.size());
 }
-}  // namespace
 
-Status layer_norm(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
-  const char* op = "layer_norm";
+// layer_norm (centred, with bias) and rms_norm (neither) over the trailing normalized_shape dims.
+Status normalize_trailing(KernelContext& ctx, const KernelArgs& args, const char* op, float eps,
+                          bool layer, std::vector<Tensor>* outputs) {
   KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "input"));
   const Tensor& x = args.tensor(0);
   KILN_RETURN_IF_ERROR(need_float(x, op, "input"));
   KILN_ASSIGN_OR_RETURN(int64_t inner, normalized_size(args, x, op));
   int64_t rows = inner == 0 ? 0 : x.numel() / inner;
   KILN_ASSIGN_OR_RETURN(const float* w, opt_param(args, 1, inner, op, "weight"));
-  KILN_ASSIGN_OR_RETURN(const float* b, opt_param(args, 2, inner, op, "bias"));
-  float eps = static_cast<float>(args.attr_float("eps", 1e-5));
+  const float* b = nullptr;
+  if (layer) {
+    KILN_ASSIGN_OR_RETURN(b, opt_param(args, 2, inner, op, "bias"));
+  }
   Tensor out = ctx.allocate(DType::kF32, x.shape());
-  normalize_rows(x.data_as<float>(), writable<float>(out), rows, inner, eps, w, b, true,
+  normalize_rows(x.data_as<float>(), writable<float>(out), rows, inner, eps, w, b, layer,
                  [](int64_t, int64_t i) { return i; });
   outputs->push_back(std::move(out));
   return Status::Ok();
 }
 
+}  // namespace
+
+Status layer_norm(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  float eps = static_cast<float>(args.attr_float("eps", 1e-5));
+  return normalize_trailing(ctx, args, "layer_norm", eps, /*layer=*/true, outputs);
+}
+
 Status rms_norm(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
-  const char* op = "rms_norm";
-  KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "input"));
-  const Tensor& x = args.tensor(0);
-  KILN_RETURN_IF_ERROR(need_float(x, op, "input"));
-  KILN_ASSIGN_OR_RETURN(int64_t inner, normalized_size(args, x, op));
-  int64_t rows = inner == 0 ? 0 : x.numel() / inner;
-  KILN_ASSIGN_OR_RETURN(const float* w, opt_param(args, 1, inner, op, "weight"));
   // torch: eps None means the dtype's machine epsilon.
-  float eps = static_cast<float>(args.attr_opt_float("eps").value_or(std::numeric_limits<float>::epsilon()));
-  Tensor out = ctx.allocate(DType::kF32, x.shape());
-  normalize_rows(x.data_as<float>(), writable<float>(out), rows, inner, eps, w, nullptr, false,
-                 [](int64_t, int64_t i) { return i; });
-  outputs->push_back(std::move(out));
-  return Status::Ok();
+  float eps = static_cast<float>(
+      args.attr_opt_float("eps").value_or(std::numeric_limits<float>::epsilon()));
+  return normalize_trailing(ctx, args, "rms_norm", eps, /*layer=*/false, outputs);
 }
 
 Status group_norm(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
