@@ -293,6 +293,39 @@ Result<Tensor> gather(const Tensor& data, const Tensor& indices, int64_t axis) {
   return out;
 }
 
+namespace {
+
+// Element strides of `data`'s row-major layout.
+std::vector<int64_t> row_major_strides(const Tensor& data) {
+  std::vector<int64_t> stride(data.rank(), 1);
+  for (size_t d = data.rank(); d-- > 1;) stride[d - 1] = stride[d] * data.dim(d);
+  return stride;
+}
+
+// A tensor of `shape` whose element at position pos reads data[offset + sum(pos[d] * strides[d])]
+// (slice and transpose are both this walk).
+Result<Tensor> strided_gather(const Tensor& data, const std::vector<int64_t>& shape,
+                              int64_t offset, const std::vector<int64_t>& strides) {
+  KILN_ASSIGN_OR_RETURN(Tensor out, make(data.dtype(), shape));
+  size_t r = shape.size();
+  size_t es = dtype_size(data.dtype());
+  std::vector<int64_t> pos(r, 0);
+  auto* dst = static_cast<uint8_t*>(out.mutable_data());
+  const auto* src = static_cast<const uint8_t*>(data.data());
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    int64_t lin = offset;
+    for (size_t d = 0; d < r; ++d) lin += pos[d] * strides[d];
+    std::memcpy(dst + static_cast<size_t>(i) * es, src + static_cast<size_t>(lin) * es, es);
+    for (size_t d = r; d-- > 0;) {
+      if (++pos[d] < shape[d]) break;
+      pos[d] = 0;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<Tensor> slice(const Tensor& data, std::span<const int64_t> starts,
                      std::span<const int64_t> ends, std::span<const int64_t> axes,
                      std::span<const int64_t> steps) {
@@ -317,23 +350,14 @@ Result<Tensor> slice(const Tensor& data, std::span<const int64_t> starts,
     start[a] = s;
     step[a] = st;
   }
-  KILN_ASSIGN_OR_RETURN(Tensor out, make(data.dtype(), shape));
-  size_t es = dtype_size(data.dtype());
-  std::vector<int64_t> in_stride(r, 1);
-  for (size_t d = r; d-- > 1;) in_stride[d - 1] = in_stride[d] * data.dim(d);
-  std::vector<int64_t> pos(r, 0);
-  auto* dst = static_cast<uint8_t*>(out.mutable_data());
-  const auto* src = static_cast<const uint8_t*>(data.data());
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    int64_t lin = 0;
-    for (size_t d = 0; d < r; ++d) lin += (start[d] + pos[d] * step[d]) * in_stride[d];
-    std::memcpy(dst + static_cast<size_t>(i) * es, src + static_cast<size_t>(lin) * es, es);
-    for (size_t d = r; d-- > 0;) {
-      if (++pos[d] < shape[d]) break;
-      pos[d] = 0;
-    }
+  std::vector<int64_t> in_stride = row_major_strides(data);
+  int64_t offset = 0;
+  std::vector<int64_t> strides(r);
+  for (size_t d = 0; d < r; ++d) {
+    offset += start[d] * in_stride[d];
+    strides[d] = step[d] * in_stride[d];
   }
-  return out;
+  return strided_gather(data, shape, offset, strides);
 }
 
 Result<Tensor> transpose(const Tensor& data, std::span<const int64_t> perm) {
@@ -348,23 +372,10 @@ Result<Tensor> transpose(const Tensor& data, std::span<const int64_t> perm) {
     seen[static_cast<size_t>(perm[d])] = true;
     shape[d] = data.dim(static_cast<size_t>(perm[d]));
   }
-  KILN_ASSIGN_OR_RETURN(Tensor out, make(data.dtype(), shape));
-  std::vector<int64_t> in_stride(r, 1);
-  for (size_t d = r; d-- > 1;) in_stride[d - 1] = in_stride[d] * data.dim(d);
-  size_t es = dtype_size(data.dtype());
-  std::vector<int64_t> pos(r, 0);
-  auto* dst = static_cast<uint8_t*>(out.mutable_data());
-  const auto* src = static_cast<const uint8_t*>(data.data());
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    int64_t lin = 0;
-    for (size_t d = 0; d < r; ++d) lin += pos[d] * in_stride[static_cast<size_t>(perm[d])];
-    std::memcpy(dst + static_cast<size_t>(i) * es, src + static_cast<size_t>(lin) * es, es);
-    for (size_t d = r; d-- > 0;) {
-      if (++pos[d] < shape[d]) break;
-      pos[d] = 0;
-    }
-  }
-  return out;
+  std::vector<int64_t> in_stride = row_major_strides(data);
+  std::vector<int64_t> strides(r);
+  for (size_t d = 0; d < r; ++d) strides[d] = in_stride[static_cast<size_t>(perm[d])];
+  return strided_gather(data, shape, 0, strides);
 }
 
 Result<Tensor> expand(const Tensor& data, std::span<const int64_t> shape) {
