@@ -156,15 +156,24 @@ Status bench_command(const RunArgs& args) {
 
 }  // namespace
 
+namespace {
+
+// The options run and bench share: the model, its inputs, threads and the random-input seed.
+void add_model_options(CLI::App& sub, RunArgs& args) {
+  sub.add_option("model", args.model, "model (.kir or .onnx)")->required();
+  sub.add_option("--input", args.inputs, "name=file.npy (repeatable)");
+  sub.add_option("--inputs", args.npz, ".npz holding inputs by name");
+  sub.add_option("--threads", args.threads, "threads (default 1)");
+  sub.add_option("--seed", args.seed, "seed for random inputs (default 0)");
+}
+
+}  // namespace
+
 void register_run(CLI::App& app) {
   add_command(app, "run", "Run a model with the portable interpreter", [](CLI::App& sub) {
     auto args = std::make_shared<RunArgs>();
-    sub.add_option("model", args->model, "model (.kir or .onnx)")->required();
-    sub.add_option("--input", args->inputs, "name=file.npy (repeatable)");
-    sub.add_option("--inputs", args->npz, ".npz holding inputs by name");
+    add_model_options(sub, *args);
     sub.add_option("--output-dir", args->output_dir, "write each output as DIR/<name>.npy");
-    sub.add_option("--threads", args->threads, "threads (default 1)");
-    sub.add_option("--seed", args->seed, "seed for random inputs (default 0)");
     return [args]() { return run_command(*args); };
   });
 }
@@ -172,13 +181,9 @@ void register_run(CLI::App& app) {
 void register_bench(CLI::App& app) {
   add_command(app, "bench", "Median latency of the portable interpreter", [](CLI::App& sub) {
     auto args = std::make_shared<RunArgs>();
-    sub.add_option("model", args->model, "model (.kir or .onnx)")->required();
-    sub.add_option("--input", args->inputs, "name=file.npy (repeatable)");
-    sub.add_option("--inputs", args->npz, ".npz holding inputs by name");
+    add_model_options(sub, *args);
     sub.add_option("--runs", args->runs, "timed runs (default 20)");
     sub.add_option("--warmup", args->warmup, "untimed runs first (default 3)");
-    sub.add_option("--threads", args->threads, "threads (default 1)");
-    sub.add_option("--seed", args->seed, "seed for random inputs (default 0)");
     return [args]() { return bench_command(*args); };
   });
 }
