@@ -189,14 +189,6 @@ void depthwise_channel(const float* x, const float* wk, float bias, const Geomet
   }
 }
 
-Status check_f32(const Tensor& t, const char* op, const char* what) {
-  if (t.dtype() != DType::kF32) {
-    return unsupported("{}: argument '{}' has dtype {}; only floating types are supported", op,
-                       what, dtype_name(t.dtype()));
-  }
-  return Status::Ok();
-}
-
 // Checks the input, weight and optional bias shared by both convolutions and works out the
 // geometry; `bias` is null when absent.
 Result<Geometry> conv_operands(const KernelArgs& args, bool transposed, const char* op,
@@ -204,13 +196,13 @@ Result<Geometry> conv_operands(const KernelArgs& args, bool transposed, const ch
   KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "input"));
   KILN_RETURN_IF_ERROR(need_tensor(args, 1, op, "weight"));
   const Tensor &x = args.tensor(0), &w = args.tensor(1);
-  KILN_RETURN_IF_ERROR(check_f32(x, op, "input"));
-  KILN_RETURN_IF_ERROR(check_f32(w, op, "weight"));
+  KILN_RETURN_IF_ERROR(need_f32(x, op, "input"));
+  KILN_RETURN_IF_ERROR(need_f32(w, op, "weight"));
   KILN_ASSIGN_OR_RETURN(Geometry g, conv_geometry(args, x, w, transposed, op));
   *bias = nullptr;
   if (args.has_tensor(2)) {
     const Tensor& b = args.tensor(2);
-    KILN_RETURN_IF_ERROR(check_f32(b, op, "bias"));
+    KILN_RETURN_IF_ERROR(need_f32(b, op, "bias"));
     if (b.numel() != g.o) return invalid_argument("{}: bias has {} elements, expected {}", op, b.numel(), g.o);
     *bias = b.data_as<float>();
   }

@@ -110,6 +110,14 @@ Status need_tensor(const KernelArgs& args, size_t i, const char* op, const char*
   return Status::Ok();
 }
 
+Status need_f32(const Tensor& t, const char* op, const char* what) {
+  if (t.dtype() != DType::kF32) {
+    return unsupported("{}: argument '{}' has dtype {}; only floating types are supported", op,
+                       what, dtype_name(t.dtype()));
+  }
+  return Status::Ok();
+}
+
 Result<int64_t> norm_dim(int64_t dim, int64_t rank, const char* op) {
   int64_t r = std::max<int64_t>(rank, 1);
   if (dim < -r || dim >= r) {

@@ -21,14 +21,6 @@ void gemm(KernelContext& ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, 
         c, n);
 }
 
-Status need_f32(const Tensor& t, const char* op, const char* what) {
-  if (t.dtype() != DType::kF32) {
-    return unsupported("{}: argument '{}' has dtype {}; only floating types are supported", op,
-                       what, dtype_name(t.dtype()));
-  }
-  return Status::Ok();
-}
-
 // Batched product with numpy broadcasting of the batch dims; a is [..., m, k], b is [..., k, n].
 Result<Tensor> batched_matmul(KernelContext& ctx, const Tensor& a, const Tensor& b,
                               const char* op) {

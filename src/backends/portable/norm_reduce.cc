@@ -9,20 +9,12 @@
 namespace kiln::portable::k {
 namespace {
 
-Status need_float(const Tensor& t, const char* op, const char* what) {
-  if (t.dtype() != DType::kF32) {
-    return unsupported("{}: argument '{}' has dtype {}; only floating types are supported", op,
-                       what, dtype_name(t.dtype()));
-  }
-  return Status::Ok();
-}
-
 // Optional per-channel/per-element parameter; null when absent.
 Result<const float*> opt_param(const KernelArgs& args, size_t i, int64_t expect, const char* op,
                                const char* what) {
   if (!args.has_tensor(i)) return static_cast<const float*>(nullptr);
   const Tensor& t = args.tensor(i);
-  KILN_RETURN_IF_ERROR(need_float(t, op, what));
+  KILN_RETURN_IF_ERROR(need_f32(t, op, what));
   if (t.numel() != expect) {
     return invalid_argument("{}: '{}' has {} elements, expected {}", op, what, t.numel(), expect);
   }
@@ -67,7 +59,7 @@ Status batch_norm(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor
   KILN_RETURN_IF_ERROR(need_tensor(args, 3, op, "running_mean"));
   KILN_RETURN_IF_ERROR(need_tensor(args, 4, op, "running_var"));
   const Tensor& x = args.tensor(0);
-  KILN_RETURN_IF_ERROR(need_float(x, op, "input"));
+  KILN_RETURN_IF_ERROR(need_f32(x, op, "input"));
   if (x.rank() < 2) return invalid_argument("{}: input must be at least 2-D", op);
   int64_t c = x.dim(1);
   KILN_ASSIGN_OR_RETURN(const float* w, opt_param(args, 1, c, op, "weight"));
@@ -108,7 +100,7 @@ Status normalize_trailing(KernelContext& ctx, const KernelArgs& args, const char
                           bool layer, std::vector<Tensor>* outputs) {
   KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "input"));
   const Tensor& x = args.tensor(0);
-  KILN_RETURN_IF_ERROR(need_float(x, op, "input"));
+  KILN_RETURN_IF_ERROR(need_f32(x, op, "input"));
   KILN_ASSIGN_OR_RETURN(int64_t inner, normalized_size(args, x, op));
   int64_t rows = inner == 0 ? 0 : x.numel() / inner;
   KILN_ASSIGN_OR_RETURN(const float* w, opt_param(args, 1, inner, op, "weight"));
@@ -141,7 +133,7 @@ Status group_norm(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor
   const char* op = "group_norm";
   KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "input"));
   const Tensor& x = args.tensor(0);
-  KILN_RETURN_IF_ERROR(need_float(x, op, "input"));
+  KILN_RETURN_IF_ERROR(need_f32(x, op, "input"));
   if (x.rank() < 2) return invalid_argument("{}: input must be at least 2-D", op);
   int64_t groups = args.attr_int("num_groups", 1);
   int64_t c = x.dim(1);

@@ -11,6 +11,8 @@ namespace kiln::portable {
 
 /// Fails unless input `i` is a tensor; `op`/`what` name it in the message.
 Status need_tensor(const KernelArgs& args, size_t i, const char* op, const char* what);
+/// Fails (unsupported) unless `t` is f32, the one floating type the float kernels take.
+Status need_f32(const Tensor& t, const char* op, const char* what);
 /// Normalizes a possibly negative dim against `rank`.
 Result<int64_t> norm_dim(int64_t dim, int64_t rank, const char* op);
 /// Broadcast shape of a and b (numpy rules).
