@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <bit>
-#include <charconv>
 #include <memory>
-#include <unordered_set>
 
 namespace kiln {
 namespace {
@@ -112,27 +110,11 @@ void Graph::free_args_storage(Node* n) {
   n->num_args_ = n->num_kwargs_ = 0;
 }
 
-// Names `n` after `base_in` (sanitized), or base_N with the next free N, and enters it in the
-// name table. One insertion into the (large) name table per node in the common case: the small
-// per-base counter table says whether the bare base was taken already.
+// Names `n` after `base_in` (sanitized), or base_N with the next free N.
 void Graph::assign_unique_name(Node* n, std::string_view base_in) {
   bool clean = !base_in.empty() && !(base_in[0] >= '0' && base_in[0] <= '9') &&
                std::all_of(base_in.begin(), base_in.end(), is_ident_char);
-  std::string base = clean ? std::string(base_in) : sanitize(base_in);
-  auto counter = name_counters_.find(base);
-  if (counter == name_counters_.end()) {
-    n->name_ = base;
-    if (names_.insert(n->name_, n)) return;
-    counter = name_counters_.emplace(std::move(base), 0).first;  // only bases that collided
-  }
-  const std::string& stem = counter->first;
-  char digits[16];
-  do {
-    ++counter->second;
-    auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), counter->second);
-    n->name_.assign(stem).push_back('_');
-    n->name_.append(digits, end);
-  } while (!names_.insert(n->name_, n));
+  n->name_ = clean ? names_.insert_unique(base_in, n) : names_.insert_unique(sanitize(base_in), n);
 }
 
 Node* Graph::new_node(OpKind kind, std::string_view name) {

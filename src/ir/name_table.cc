@@ -1,5 +1,7 @@
 #include "kiln/ir/detail/name_table.h"
 
+#include <charconv>
+
 #include "kiln/ir/node.h"
 
 namespace kiln::detail {
@@ -104,6 +106,15 @@ void HashedNames::grow() {
 
 // ---- NameTable
 
+Node** NameTable::number_slot(Stem* stem, uint32_t n, bool create) {
+  std::vector<Node*>& by_number = stem->by_number;
+  if (n >= by_number.size()) {
+    if (!create || n - by_number.size() > kMaxGap) return nullptr;
+    by_number.resize(n + 1, nullptr);
+  }
+  return &by_number[n];
+}
+
 NameTable::Place NameTable::place(std::string_view name, bool create) {
   std::string_view stem_name;
   uint32_t n = 0;
@@ -113,13 +124,7 @@ NameTable::Place NameTable::place(std::string_view name, bool create) {
     if (!create) return {};
     it = stems_.emplace(std::string(stem_name), Stem()).first;
   }
-  Stem* stem = &it->second;
-  std::vector<Node*>& by_number = stem->by_number;
-  if (n >= by_number.size()) {
-    if (!create || n - by_number.size() > kMaxGap) return {stem, nullptr};
-    by_number.resize(n + 1, nullptr);
-  }
-  return {stem, &by_number[n]};
+  return {&it->second, number_slot(&it->second, n, create)};
 }
 
 Node* NameTable::find(std::string_view name) const {
@@ -137,7 +142,10 @@ Node* NameTable::find(std::string_view name) const {
 }
 
 bool NameTable::insert(std::string_view name, Node* node) {
-  Place at = place(name, true);
+  return insert_at(place(name, true), name, node);
+}
+
+bool NameTable::insert_at(Place at, std::string_view name, Node* node) {
   if (at.slot != nullptr) {
     // The array slot may be free while an earlier stem_N sits in the hash table: it went there
     // when N was far past the array's end, before the array grew.
@@ -151,6 +159,27 @@ bool NameTable::insert(std::string_view name, Node* node) {
   }
   ++size_;
   return true;
+}
+
+std::string NameTable::insert_unique(std::string_view base, Node* node) {
+  auto it = stems_.find(base);
+  if (it == stems_.end() || !it->second.base_taken) {
+    if (insert(base, node)) return std::string(base);
+    it = stems_.try_emplace(std::string(base)).first;  // stems only for bases that collided
+    it->second.base_taken = true;
+  }
+  Stem* stem = &it->second;
+  std::string name;
+  char digits[16];
+  for (;;) {
+    uint32_t n = ++stem->last_number;
+    auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), n);
+    name.assign(it->first).push_back('_');
+    name.append(digits, end);
+    // Past nine digits a name is no longer "numbered" (split_numbered) and is looked up hashed.
+    Place at = end - digits <= 9 ? Place{stem, number_slot(stem, n, true)} : Place{};
+    if (insert_at(at, name, node)) return name;
+  }
 }
 
 bool NameTable::erase(std::string_view name) {

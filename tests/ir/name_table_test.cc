@@ -73,6 +73,34 @@ TEST_F(NameTableTest, HugeNumbersDoNotMakeHugeArrays) {
   EXPECT_EQ(t.find("n_9999999999"), m);
 }
 
+TEST_F(NameTableTest, InsertUniqueNumbersPastTakenNames) {
+  // Each node already carries the name the table should give it: the hash table compares
+  // against a node's own name, so the caller stores the returned name before any lookup.
+  Node* a = node("add");
+  Node* b = node("add_1");
+  Node* c = node("add_2");
+  Node* d = node("add_3");
+  Node* e = node("add_4");
+  EXPECT_EQ(t.insert_unique("add", a), "add");
+  EXPECT_EQ(t.insert_unique("add", b), "add_1");
+  ASSERT_TRUE(t.insert("add_2", c));  // explicit: generation must step over it
+  EXPECT_EQ(t.insert_unique("add", d), "add_3");
+  EXPECT_TRUE(t.erase("add"));
+  EXPECT_EQ(t.insert_unique("add", e), "add_4");  // once taken, the base stays numbered
+  EXPECT_EQ(t.find("add_1"), b);
+  EXPECT_EQ(t.find("add_3"), d);
+  EXPECT_EQ(t.find("add_4"), e);
+  EXPECT_EQ(t.find("add"), nullptr);
+  // A base that is itself numbered gets its own counter.
+  Node* f = node("x_0");
+  Node* h = node("x_0_1");
+  EXPECT_EQ(t.insert_unique("x_0", f), "x_0");
+  EXPECT_EQ(t.insert_unique("x_0", h), "x_0_1");
+  EXPECT_EQ(t.find("x_0"), f);
+  EXPECT_EQ(t.find("x_0_1"), h);
+  EXPECT_EQ(t.size(), 6u);
+}
+
 TEST(GraphNamesTest, GeneratedNamesSkipTakenOnesAndLookUpAfterErase) {
   Graph g;
   Node* x = g.add_placeholder("x", TensorSpec::of(DType::kF32, {4}));

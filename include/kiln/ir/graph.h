@@ -7,7 +7,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -157,7 +156,6 @@ class Graph {
   Node* last_placeholder_ = nullptr;
   size_t live_count_ = 0;
   detail::NameTable names_;
-  std::unordered_map<std::string, uint32_t> name_counters_;
 };
 
 }  // namespace kiln

@@ -45,6 +45,10 @@ class NameTable {
   Node* find(std::string_view name) const;
   /// Enters `node` under `name` (which must view node's own name); false if the name is taken.
   bool insert(std::string_view name, Node* node);
+  /// Enters `node` under `base` if that is free, else under base_N with the next free N, and
+  /// returns the name given (the caller stores it as the node's name). Once `base` has been
+  /// taken, later calls go straight to numbers after the last one given, as torch.fx does.
+  std::string insert_unique(std::string_view base, Node* node);
   /// Removes `name`; false if absent.
   bool erase(std::string_view name);
   size_t size() const { return size_; }
@@ -53,6 +57,8 @@ class NameTable {
   struct Stem {
     std::vector<Node*> by_number;  // by_number[N]: the node named stem_N, or null
     uint32_t hashed = 0;           // names stem_N kept in hashed_ (N far past the array)
+    bool base_taken = false;       // insert_unique found the bare stem taken
+    uint32_t last_number = 0;      // the last N insert_unique gave
   };
   struct StemHash {
     using is_transparent = void;
@@ -67,6 +73,10 @@ class NameTable {
     Node** slot = nullptr;
   };
   Place place(std::string_view name, bool create);
+  // The slot of stem_N in `stem`'s array (grown if `create` and N is near its end), or null.
+  static Node** number_slot(Stem* stem, uint32_t n, bool create);
+  // Enters `node` as `name`, whose place is `at`.
+  bool insert_at(Place at, std::string_view name, Node* node);
 
   Stems stems_;  // every stem_N name entered has its stem here
   HashedNames hashed_;
