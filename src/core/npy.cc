@@ -2,13 +2,14 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <optional>
 
 #include "kiln/core/file.h"
+#include "kiln/core/memory.h"
 
 namespace kiln::npy {
 namespace {
@@ -210,7 +211,7 @@ Result<Tensor> parse_npy(std::span<const uint8_t> bytes, std::string_view source
     return parse_error("{}: data size {} does not match field 'shape' [{}] of {} ({} bytes)",
                        source, data_len, fmt::join(shape, ", "), dtype_name(*dtype), nbytes);
   }
-  KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::create(*dtype, shape));
+  KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::create(*dtype, shape, source));
   if (nbytes > 0) {
     uint8_t* dst = t.mutable_data_as<uint8_t>();
     std::memcpy(dst, bytes.data() + header_start + header_len, nbytes);
@@ -221,22 +222,15 @@ Result<Tensor> parse_npy(std::span<const uint8_t> bytes, std::string_view source
   return t;
 }
 
-Result<std::vector<uint8_t>> read_file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return io_error("cannot open '{}'", path);
-  std::streamoff size = in.tellg();
-  if (size < 0) return io_error("cannot read '{}'", path);
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  in.seekg(0);
-  if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size)) {
-    return io_error("failed reading '{}'", path);
-  }
-  return bytes;
+namespace {
+std::span<const uint8_t> as_bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
+}  // namespace
 
 Result<Tensor> read_npy(const std::string& path) {
-  KILN_ASSIGN_OR_RETURN(auto bytes, read_file_bytes(path));
-  return parse_npy(bytes, path);
+  KILN_ASSIGN_OR_RETURN(std::string bytes, read_file(path));
+  return parse_npy(as_bytes(bytes), path);
 }
 
 Result<std::string> serialize_npy(const Tensor& t) {
@@ -303,6 +297,53 @@ Status read_zip64_extra(std::span<const uint8_t> extra, uint64_t* usize, uint64_
     return parse_error("{}: zip64 sizes announced but no zip64 extra field", where);
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+namespace {
+
+// Inflates raw deflate data that claims `usize` bytes. The output grows only as far as the data
+// really goes (in steps of at most 16 MiB), so corrupt data claiming gigabytes fails after
+// allocating what it actually produced.
+Result<std::vector<uint8_t>> inflate_member(std::span<const uint8_t> in, uint64_t usize,
+                                            const std::string& where) {
+  constexpr size_t kStep = size_t{16} << 20;
+  std::vector<uint8_t> out;
+  z_stream zs{};
+  if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) return internal_error("{}: zlib init failed", where);
+  zs.next_in = const_cast<Bytef*>(in.data());
+  int rc = Z_OK;
+  size_t in_left = in.size();
+  while (rc == Z_OK) {
+    if (zs.avail_in == 0 && in_left > 0) {
+      zs.avail_in = static_cast<uInt>(std::min<size_t>(in_left, 1u << 30));
+      in_left -= zs.avail_in;
+    }
+    size_t have = out.size();
+    if (have >= usize) {
+      // Everything claimed is there; one more byte tells whether the stream really ends.
+      uint8_t extra = 0;
+      zs.next_out = &extra;
+      zs.avail_out = 1;
+      rc = inflate(&zs, Z_NO_FLUSH);
+      if (zs.avail_out == 0) rc = Z_DATA_ERROR;  // more data than claimed
+      break;
+    }
+    size_t step = static_cast<size_t>(std::min<uint64_t>(usize - have, std::max(have, kStep)));
+    out.resize(have + step);
+    zs.next_out = out.data() + have;
+    zs.avail_out = static_cast<uInt>(step);
+    rc = inflate(&zs, Z_NO_FLUSH);
+    out.resize(have + step - zs.avail_out);
+  }
+  uint64_t produced = zs.total_out;
+  inflateEnd(&zs);
+  if (rc != Z_STREAM_END || produced != usize) {
+    return parse_error("{}: corrupt deflate data (zlib code {}, {} of {} bytes)", where, rc,
+                       produced, usize);
+  }
+  return out;
 }
 
 }  // namespace
@@ -387,20 +428,8 @@ Result<std::vector<NamedTensor>> parse_npz(std::span<const uint8_t> bytes, std::
         return parse_error("{}: uncompressed size {} is impossible for {} compressed bytes", where,
                            usize, csize);
       }
-      inflated.resize(usize);
-      z_stream zs{};
-      if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) return internal_error("{}: zlib init failed", where);
-      zs.next_in = const_cast<Bytef*>(member.data());
-      zs.avail_in = static_cast<uInt>(member.size());
-      zs.next_out = inflated.data();
-      zs.avail_out = static_cast<uInt>(inflated.size());
-      int rc = inflate(&zs, Z_FINISH);
-      uint64_t produced = zs.total_out;
-      inflateEnd(&zs);
-      if (rc != Z_STREAM_END || produced != usize) {
-        return parse_error("{}: corrupt deflate data (zlib code {}, {} of {} bytes)", where, rc,
-                           produced, usize);
-      }
+      KILN_RETURN_IF_ERROR(check_memory(usize, where));
+      KILN_ASSIGN_OR_RETURN(inflated, inflate_member(member, usize, where));
       member = inflated;
     } else if (method != 0) {
       return unsupported("{}: compression method {} (expected stored or deflate)", where, method);
@@ -417,8 +446,8 @@ Result<std::vector<NamedTensor>> parse_npz(std::span<const uint8_t> bytes, std::
 }
 
 Result<std::vector<NamedTensor>> read_npz(const std::string& path) {
-  KILN_ASSIGN_OR_RETURN(auto bytes, read_file_bytes(path));
-  return parse_npz(bytes, path);
+  KILN_ASSIGN_OR_RETURN(std::string bytes, read_file(path));
+  return parse_npz(as_bytes(bytes), path);
 }
 
 Result<std::string> serialize_npz(const std::vector<NamedTensor>& entries) {

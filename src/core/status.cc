@@ -14,6 +14,7 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kIoError: return "i/o error";
     case StatusCode::kUnsupported: return "unsupported";
     case StatusCode::kOutOfRange: return "out of range";
+    case StatusCode::kResourceExhausted: return "resource exhausted";
     case StatusCode::kInternal: return "internal error";
   }
   return "unknown";

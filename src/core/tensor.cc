@@ -1,23 +1,64 @@
 #include "kiln/core/tensor.h"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
+#include "kiln/core/memory.h"
+
 namespace kiln {
 
-HeapStorage::HeapStorage(size_t size) : size_(size) {
+namespace {
+
+// 64-byte aligned, zeroed; null on failure.
+uint8_t* aligned_zeroed(size_t size) {
   size_t rounded = (size + 63) / 64 * 64;
+  if (rounded < size) return nullptr;
   if (rounded == 0) rounded = 64;
-  data_ = static_cast<uint8_t*>(std::aligned_alloc(64, rounded));
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, rounded));
+  if (p != nullptr) std::memset(p, 0, rounded);
+  return p;
+}
+
+// Elided blocks from this size on map untouched anonymous pages instead of allocating.
+constexpr size_t kMapElidedBytes = size_t{1} << 20;
+
+}  // namespace
+
+HeapStorage::HeapStorage(size_t size) : data_(aligned_zeroed(size)), size_(size) {
   if (data_ == nullptr) throw std::bad_alloc();
-  std::memset(data_, 0, rounded);
+}
+
+std::shared_ptr<HeapStorage> HeapStorage::try_allocate(size_t size) {
+  uint8_t* p = aligned_zeroed(size);
+  if (p == nullptr) return nullptr;
+  return std::shared_ptr<HeapStorage>(new (std::nothrow) HeapStorage(Adopt{}, p, size));
 }
 
 HeapStorage::~HeapStorage() { std::free(data_); }
+
+std::shared_ptr<ElidedStorage> ElidedStorage::create(size_t size) {
+  if (size < kMapElidedBytes) {
+    auto* p = static_cast<uint8_t*>(std::calloc(size == 0 ? 1 : size, 1));
+    if (p == nullptr) return nullptr;
+    return std::shared_ptr<ElidedStorage>(new ElidedStorage(p, size, false));
+  }
+  void* p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  return std::shared_ptr<ElidedStorage>(new ElidedStorage(static_cast<const uint8_t*>(p), size, true));
+}
+
+ElidedStorage::~ElidedStorage() {
+  if (mapped_) {
+    munmap(const_cast<uint8_t*>(data_), size_);
+  } else {
+    std::free(const_cast<uint8_t*>(data_));
+  }
+}
 
 std::optional<int64_t> checked_numel(std::span<const int64_t> shape) {
   int64_t n = 1;
@@ -45,14 +86,45 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> shape, std::shared_ptr<const St
   KILN_CHECK(storage_ == nullptr || offset_ + nbytes() <= storage_->size());
 }
 
-Result<Tensor> Tensor::create(DType dtype, std::vector<int64_t> shape) {
+namespace {
+
+// Bytes of `shape`, or invalid argument naming `what` for a negative or overflowing shape.
+Result<size_t> checked_bytes(DType dtype, std::span<const int64_t> shape, std::string_view what) {
   auto n = checked_numel(shape);
-  if (!n) return invalid_argument("tensor shape {} has a negative dim or overflows", fmt::join(shape, "x"));
-  if (*n > (int64_t{1} << 40) / static_cast<int64_t>(dtype_size(dtype))) {
-    return out_of_range("tensor of shape [{}] is larger than 1 TiB", fmt::join(shape, ", "));
+  size_t esize = dtype_size(dtype);
+  if (!n || static_cast<uint64_t>(*n) > SIZE_MAX / esize) {
+    return invalid_argument("{}: shape [{}] has a negative dim or overflows", what,
+                            fmt::join(shape, ", "));
   }
-  return Tensor(dtype, std::move(shape));
+  return static_cast<size_t>(*n) * esize;
 }
+
+}  // namespace
+
+Result<Tensor> Tensor::create(DType dtype, std::vector<int64_t> shape, std::string_view what) {
+  KILN_ASSIGN_OR_RETURN(size_t bytes, checked_bytes(dtype, shape, what));
+  KILN_RETURN_IF_ERROR(check_memory(bytes, fmt::format("{} ({})", what, format_shape(dtype, shape))));
+  auto storage = HeapStorage::try_allocate(bytes);
+  if (storage == nullptr) {
+    return resource_exhausted("{} ({}): cannot allocate {}", what, format_shape(dtype, shape),
+                              format_bytes(bytes));
+  }
+  return Tensor(dtype, std::move(shape), std::move(storage));
+}
+
+Result<Tensor> Tensor::elided(DType dtype, std::vector<int64_t> shape, std::string_view what) {
+  KILN_ASSIGN_OR_RETURN(size_t bytes, checked_bytes(dtype, shape, what));
+  auto storage = ElidedStorage::create(bytes);
+  if (storage == nullptr) {
+    return resource_exhausted("{} ({}): cannot map {} of zeros", what, format_shape(dtype, shape),
+                              format_bytes(bytes));
+  }
+  return Tensor(dtype, std::move(shape), std::move(storage));
+}
+
+bool is_elided(const Storage& s) { return dynamic_cast<const ElidedStorage*>(&s) != nullptr; }
+
+bool Tensor::elided() const { return storage_ != nullptr && is_elided(*storage_); }
 
 void* Tensor::mutable_data() {
   if (storage_ == nullptr) return nullptr;

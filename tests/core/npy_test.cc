@@ -1,8 +1,11 @@
 #include "kiln/core/npy.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <zlib.h>
 
 #include <cstring>
+#include <random>
 #include <string>
 
 namespace kiln::npy {
@@ -157,6 +160,87 @@ TEST(Npz, EveryTruncationAndCorruptionIsAnError) {
   auto r = parse_npz(as_bytes(huge), "evil.npz");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("evil.npz"), std::string::npos);
+}
+
+// A one-member zip archive whose member `name` holds `data` (deflated when `method` is 8) and
+// claims `usize` uncompressed bytes with CRC `crc`.
+std::string zip_one(const std::string& name, const std::string& data, uint16_t method,
+                    uint32_t usize, uint32_t crc) {
+  auto u16 = [](std::string& s, uint16_t v) { s.push_back(static_cast<char>(v)); s.push_back(static_cast<char>(v >> 8)); };
+  auto u32 = [&](std::string& s, uint32_t v) { u16(s, v & 0xffff); u16(s, v >> 16); };
+  std::string out, cd;
+  u32(out, 0x04034b50); u16(out, 20); u16(out, 0); u16(out, method); u32(out, 0);
+  u32(out, crc); u32(out, static_cast<uint32_t>(data.size())); u32(out, usize);
+  u16(out, static_cast<uint16_t>(name.size())); u16(out, 0);
+  out += name + data;
+  u32(cd, 0x02014b50); u16(cd, 20); u16(cd, 20); u16(cd, 0); u16(cd, method); u32(cd, 0);
+  u32(cd, crc); u32(cd, static_cast<uint32_t>(data.size())); u32(cd, usize);
+  u16(cd, static_cast<uint16_t>(name.size())); u16(cd, 0); u16(cd, 0); u16(cd, 0); u16(cd, 0);
+  u32(cd, 0); u32(cd, 0);
+  cd += name;
+  uint32_t cd_at = static_cast<uint32_t>(out.size());
+  out += cd;
+  u32(out, 0x06054b50); u16(out, 0); u16(out, 0); u16(out, 1); u16(out, 1);
+  u32(out, static_cast<uint32_t>(cd.size())); u32(out, cd_at); u16(out, 0);
+  return out;
+}
+
+std::string raw_deflate(const std::string& in) {
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, 9, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&zs, in.size()), '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  zs.avail_in = static_cast<uInt>(in.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+uint32_t crc_of(const std::string& s) {
+  return static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(s.data()), static_cast<uInt>(s.size())));
+}
+
+long peak_rss_kib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+TEST(Npz, DeflatedMembersLargerThanOneStepInflate) {
+  // 20 MiB of data crosses the inflater's 16 MiB growth step.
+  Tensor t(DType::kU8, {20 << 20});
+  for (int64_t i = 0; i < t.numel(); i += 4099) t.set_scalar_at(i, static_cast<double>(i % 251));
+  auto npy = serialize_npy(t);
+  ASSERT_TRUE(npy.ok());
+  std::string zip = zip_one("t.npy", raw_deflate(*npy), 8, static_cast<uint32_t>(npy->size()), crc_of(*npy));
+  auto r = parse_npz(as_bytes(zip), "big.npz");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ((*r)[0].second.nbytes(), t.nbytes());
+  EXPECT_EQ(std::memcmp((*r)[0].second.data(), t.data(), t.nbytes()), 0);
+  // A stream that holds more than the member claims is corrupt too.
+  std::string lying = zip_one("t.npy", raw_deflate(*npy), 8, static_cast<uint32_t>(npy->size() - 1), crc_of(*npy));
+  EXPECT_FALSE(parse_npz(as_bytes(lying)).ok());
+}
+
+TEST(Npz, CorruptDeflateClaimingGigabytesFailsWithoutAllocatingThem) {
+  // 2.5 MB of noise claiming 2 GiB: within deflate's ratio, so only inflating can tell.
+  std::string noise(2500000, '\0');
+  std::mt19937 rng(7);
+  for (char& c : noise) c = static_cast<char>(rng());
+  noise[0] = 0x06;  // a reserved block type: corrupt from the first byte
+  std::string zip = zip_one("x.npy", noise, 8, 0x80000000u, 0);
+  long before = peak_rss_kib();
+  auto r = parse_npz(as_bytes(zip), "evil.npz");
+  long grown_mib = (peak_rss_kib() - before) / 1024;
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("evil.npz: member 'x.npy': corrupt deflate data"),
+            std::string::npos)
+      << r.status().message();
+  EXPECT_LT(grown_mib, 256) << "parsing allocated the claimed size before the data was checked";
 }
 
 }  // namespace

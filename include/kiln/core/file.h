@@ -1,6 +1,8 @@
-// Whole-file reads and atomic writes.
+// Whole-file reads that say what is wrong with a path, and atomic writes that never follow a
+// planted link.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -8,8 +10,19 @@
 
 namespace kiln {
 
-/// Writes `bytes` to `path` through a temporary file renamed into place, so a failed write never
-/// leaves a half-written file at `path`.
+/// Checks that `path` names a regular file (links followed) and returns its size. Errors say
+/// which: "'x': no such file", "'x' is a directory, expected a file", "'x' is not a regular file
+/// (a socket, device or pipe)", or the system's reason it cannot be read.
+Result<uint64_t> check_regular_file(const std::string& path);
+
+/// Reads the whole file at `path` (errors as check_regular_file; a file larger than the memory
+/// limit is resource exhausted).
+Result<std::string> read_file(const std::string& path);
+
+/// Writes `bytes` to `path` through a temporary file in the same folder, created with a unique
+/// name (O_CREAT | O_EXCL, so never through an existing file or link), flushed, then renamed over
+/// `path`. On any failure the temporary file is removed and `path` is untouched. The file gets
+/// the usual permissions (0666 less the umask).
 Status write_file_atomic(const std::string& path, std::string_view bytes);
 
 }  // namespace kiln

@@ -38,7 +38,4 @@ Result<std::string> serialize_npz(const std::vector<NamedTensor>& entries);
 /// Writes `entries` to `path` as .npz (temporary file + rename).
 Status write_npz(const std::string& path, const std::vector<NamedTensor>& entries);
 
-/// Reads a whole file into memory; errors name the path.
-Result<std::vector<uint8_t>> read_file_bytes(const std::string& path);
-
 }  // namespace kiln::npy

@@ -19,6 +19,7 @@ enum class StatusCode {
   kIoError,          ///< the file system refused
   kUnsupported,      ///< valid input that kiln cannot handle (yet)
   kOutOfRange,       ///< a size, count or offset past a limit
+  kResourceExhausted,  ///< memory (or another resource) that the machine or a limit cannot give
   kInternal,         ///< a broken kiln invariant
 };
 
@@ -77,6 +78,10 @@ Status io_error(fmt::format_string<Args...> format, Args&&... args) {
 template <typename... Args>
 Status out_of_range(fmt::format_string<Args...> format, Args&&... args) {
   return Status(StatusCode::kOutOfRange, fmt::format(format, std::forward<Args>(args)...));
+}
+template <typename... Args>
+Status resource_exhausted(fmt::format_string<Args...> format, Args&&... args) {
+  return Status(StatusCode::kResourceExhausted, fmt::format(format, std::forward<Args>(args)...));
 }
 template <typename... Args>
 Status internal_error(fmt::format_string<Args...> format, Args&&... args) {

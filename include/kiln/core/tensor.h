@@ -5,6 +5,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/core/dtype.h"
@@ -18,12 +19,17 @@ class Storage {
   virtual ~Storage() = default;
   virtual const uint8_t* data() const = 0;
   virtual size_t size() const = 0;
+  /// data() and size() as one span.
+  std::span<const uint8_t> bytes() const { return {data(), size()}; }
 };
 
-/// Storage that owns a 64-byte aligned heap block.
+/// Storage that owns a 64-byte aligned, zero-filled heap block.
 class HeapStorage final : public Storage {
  public:
+  /// Throws std::bad_alloc when the memory is not there: for sizes kiln itself chose.
   explicit HeapStorage(size_t size);
+  /// Null when the memory is not there: for sizes that came from input (see Tensor::create).
+  static std::shared_ptr<HeapStorage> try_allocate(size_t size);
   ~HeapStorage() override;
   HeapStorage(const HeapStorage&) = delete;
   HeapStorage& operator=(const HeapStorage&) = delete;
@@ -32,8 +38,41 @@ class HeapStorage final : public Storage {
   size_t size() const override { return size_; }
 
  private:
+  struct Adopt {};
+  HeapStorage(Adopt, uint8_t* data, size_t size) : data_(data), size_(size) {}
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
+};
+
+/// Storage that owns a byte vector (a delegate blob handed over by a backend).
+class VectorStorage final : public Storage {
+ public:
+  explicit VectorStorage(std::vector<uint8_t> bytes) : bytes_(std::move(bytes)) {}
+  const uint8_t* data() const override { return bytes_.data(); }
+  size_t size() const override { return bytes_.size(); }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+/// Zeros standing for data that a text form gave by size only ("<N bytes>"): they read as zeros,
+/// cost no memory until written (large blocks map untouched pages), and print by size again.
+class ElidedStorage final : public Storage {
+ public:
+  /// Null when `size` bytes cannot be mapped.
+  static std::shared_ptr<ElidedStorage> create(size_t size);
+  ~ElidedStorage() override;
+  ElidedStorage(const ElidedStorage&) = delete;
+  ElidedStorage& operator=(const ElidedStorage&) = delete;
+  const uint8_t* data() const override { return data_; }
+  size_t size() const override { return size_; }
+
+ private:
+  ElidedStorage(const uint8_t* data, size_t size, bool mapped)
+      : data_(data), size_(size), mapped_(mapped) {}
+  const uint8_t* data_;
+  size_t size_;
+  bool mapped_;
 };
 
 /// Storage that views bytes owned by someone else (an mmap, a program file), kept alive by `owner`.
@@ -50,6 +89,9 @@ class ExternalStorage final : public Storage {
   std::shared_ptr<const void> owner_;
 };
 
+/// True if `s` is an ElidedStorage.
+bool is_elided(const Storage& s);
+
 /// Number of elements of a static shape (1 for a scalar); nullopt on overflow or a negative dim.
 std::optional<int64_t> checked_numel(std::span<const int64_t> shape);
 
@@ -64,10 +106,18 @@ class Tensor {
   Tensor(DType dtype, std::vector<int64_t> shape, std::shared_ptr<const Storage> storage,
          size_t offset = 0);
 
-  /// Checked constructor for shapes that came from untrusted input.
-  static Result<Tensor> create(DType dtype, std::vector<int64_t> shape);
+  /// Checked constructor for shapes that came from input: a negative or overflowing shape is
+  /// invalid, a size over memory_limit() or that cannot be allocated is resource exhausted; the
+  /// messages name `what` ("initializer 'w'", "input 'x'").
+  static Result<Tensor> create(DType dtype, std::vector<int64_t> shape,
+                               std::string_view what = "tensor");
+  /// A tensor of zeros whose data was elided ("<N bytes>" in text); see ElidedStorage.
+  static Result<Tensor> elided(DType dtype, std::vector<int64_t> shape,
+                               std::string_view what = "tensor");
 
   bool defined() const { return storage_ != nullptr || numel_ == 0; }
+  /// True if the bytes are an ElidedStorage (printed by size only, read back as zeros).
+  bool elided() const;
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }
   int64_t dim(size_t i) const { return shape_[i]; }
