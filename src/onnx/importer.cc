@@ -321,12 +321,12 @@ Status Importer::check_model(const onnx::ModelProto& model) {
   return Status::Ok();
 }
 
-Status Importer::load_initializers(const onnx::GraphProto& g) {
+Status Importer::load_initializers(onnx::GraphProto& g) {
   if (g.sparse_initializer_size() > 0) {
     return unsupported("sparse initializer '{}' is not supported",
                        g.sparse_initializer(0).values().name());
   }
-  for (const auto& init : g.initializer()) {
+  for (onnx::TensorProto& init : *g.mutable_initializer()) {
     if (init.name().empty()) return invalid_argument("an initializer has no name");
     std::string what = fmt::format("initializer '{}'", init.name());
     if (values_.count(init.name())) return invalid_argument("{} is defined twice", what);
@@ -334,6 +334,9 @@ Status Importer::load_initializers(const onnx::GraphProto& g) {
     Value& v = values_[init.name()];
     v.onnx_name = init.name();
     v.constant = std::move(t);
+    // The proto's copy of the bytes is no longer needed: free it now, so a model's weights are
+    // held once, not twice, while the rest imports.
+    onnx::TensorProto().Swap(&init);
   }
   return Status::Ok();
 }
@@ -389,7 +392,7 @@ Status Importer::add_inputs(const onnx::GraphProto& g) {
     if (in.name().empty()) return invalid_argument("a graph input has no name");
     std::string what = fmt::format("graph input '{}'", in.name());
     KILN_ASSIGN_OR_RETURN(TensorSpec spec, spec_from_type(in.type(), what));
-    Node* n = program_.add_user_input(unique_name(in.name()), std::move(spec));
+    Node* n = program_.add_user_input(unique_name(in.name()), std::move(spec), in.name());
     n->meta.source = fmt::format("input '{}'", in.name());
     Value& v = values_[in.name()];
     v.onnx_name = in.name();
@@ -520,7 +523,12 @@ Status Importer::convert_node(const onnx::NodeProto& n) {
 Status Importer::set_outputs(const onnx::GraphProto& g) {
   std::vector<Node*> outs;
   std::vector<OutputSpec> specs;
+  std::unordered_set<std::string_view> seen;
   for (const auto& o : g.output()) {
+    if (o.name().empty()) return invalid_argument("a graph output has no name");
+    if (!seen.insert(o.name()).second) {
+      return invalid_argument("graph output '{}' is listed twice", o.name());
+    }
     auto it = values_.find(o.name());
     if (it == values_.end()) {
       return invalid_argument("graph output '{}' is not produced by any node", o.name());
@@ -528,17 +536,17 @@ Status Importer::set_outputs(const onnx::GraphProto& g) {
     auto n = materialize(it->second, Role::kActivation);
     if (!n.ok()) return n.status().with_context(fmt::format("graph output '{}'", o.name()));
     outs.push_back(*n);
-    specs.push_back({OutputKind::kUserOutput, ""});
+    specs.push_back({OutputKind::kUserOutput, "", o.name()});
   }
   if (outs.empty()) return invalid_argument("the graph has no outputs");
   return program_.set_outputs(outs, std::move(specs));
 }
 
-Result<ExportedProgram> Importer::run(const onnx::ModelProto& model) {
+Result<ExportedProgram> Importer::run(onnx::ModelProto& model) {
   KILN_RETURN_IF_ERROR(check_model(model));
   const auto& g = model.graph();
   KILN_RETURN_IF_ERROR(check_supported(g));
-  KILN_RETURN_IF_ERROR(load_initializers(g));
+  KILN_RETURN_IF_ERROR(load_initializers(*model.mutable_graph()));
   KILN_RETURN_IF_ERROR(add_inputs(g));
   for (const auto& o : g.output()) consumed_.insert(o.name());
   KILN_ASSIGN_OR_RETURN(auto order, topo_order(g));

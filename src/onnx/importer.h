@@ -58,7 +58,8 @@ class Importer {
  public:
   Importer(const OnnxImportOptions& options, std::string base_dir);
 
-  [[nodiscard]] Result<ExportedProgram> run(const onnx::ModelProto& model);
+  /// Imports `model`, taking its initializers' bytes (they are cleared as they are converted).
+  [[nodiscard]] Result<ExportedProgram> run(onnx::ModelProto& model);
 
   // ---- The node being converted.
   const onnx::NodeProto& node() const { return *node_; }
@@ -118,7 +119,7 @@ class Importer {
 
  private:
   Status check_model(const onnx::ModelProto& model);
-  Status load_initializers(const onnx::GraphProto& g);
+  Status load_initializers(onnx::GraphProto& g);
   Status add_inputs(const onnx::GraphProto& g);
   Status check_supported(const onnx::GraphProto& g);
   Result<std::vector<int>> topo_order(const onnx::GraphProto& g);

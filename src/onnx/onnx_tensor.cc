@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <utility>
+
+#include "kiln/core/file.h"
 
 namespace kiln::onnx_import {
 namespace {
@@ -24,8 +27,31 @@ bool path_within(const fs::path& root, const fs::path& inner) {
   return true;
 }
 
-Result<std::string> read_external(const TP& proto, const std::string& base_dir,
-                                  const std::string& what, uint64_t expected_bytes) {
+// Where an external tensor's bytes are: a checked file inside the model's folder and a range in it.
+struct ExternalRange {
+  fs::path file;
+  std::string location;  // as written in the model, for messages
+  uint64_t offset = 0;
+};
+
+// The first component of `rel` below `root` that is a symbolic link leading outside `root`.
+std::optional<std::string> escaping_link(const fs::path& root, const fs::path& rel) {
+  fs::path lexical = root;
+  fs::path shown;
+  for (const auto& part : rel) {
+    lexical /= part;
+    shown /= part;
+    std::error_code ec;
+    if (!fs::is_symlink(lexical, ec)) continue;
+    fs::path resolved = fs::weakly_canonical(lexical, ec);
+    if (ec || !path_within(root, resolved)) return shown.string();
+  }
+  return std::nullopt;
+}
+
+// Validates an external_data reference against the file it names; reads nothing.
+Result<ExternalRange> locate_external(const TP& proto, const std::string& base_dir,
+                                      const std::string& what, uint64_t expected_bytes) {
   std::string location;
   bool has_location = false;
   uint64_t offset = 0;
@@ -84,51 +110,59 @@ Result<std::string> read_external(const TP& proto, const std::string& base_dir,
     return io_error("{}: external_data field 'location' ('{}'): {}", what, location, ec.message());
   }
   if (!path_within(root, full)) {
-    return invalid_argument("{}: external_data field 'location' ('{}') resolves to '{}', outside "
-                            "the model's folder '{}'",
-                            what, location, full.string(), root.string());
+    // The path itself stays inside (no '..', not absolute): a symbolic link leads out.
+    auto link = escaping_link(root, rel);
+    return invalid_argument("{}: external_data field 'location' ('{}') is refused: '{}' is a "
+                            "symbolic link to a place outside the model's folder, and only files "
+                            "inside the model's folder are read",
+                            what, location, link.value_or(location));
   }
-  if (!fs::is_regular_file(full, ec)) {
-    return io_error("{}: external_data field 'location': '{}' is not a readable file", what,
-                    location);
+  auto file_size = check_regular_file(full.string());
+  if (!file_size.ok()) {
+    return file_size.status().with_context(
+        fmt::format("{}: external_data field 'location' ('{}')", what, location));
   }
-  uint64_t file_size = fs::file_size(full, ec);
-  if (ec) return io_error("{}: external_data file '{}': {}", what, location, ec.message());
-  if (offset > file_size) {
+  if (offset > *file_size) {
     return out_of_range("{}: external_data field 'offset' ({}) is past the end of '{}' ({} bytes)",
-                        what, offset, location, file_size);
+                        what, offset, location, *file_size);
   }
-  uint64_t n = length.value_or(file_size - offset);
-  if (n > file_size - offset) {
+  uint64_t n = length.value_or(*file_size - offset);
+  if (n > *file_size - offset) {
     return out_of_range("{}: external_data field 'length' ({}) at offset {} runs past the end of "
                         "'{}' ({} bytes)",
-                        what, n, offset, location, file_size);
+                        what, n, offset, location, *file_size);
   }
   if (n != expected_bytes) {
     return invalid_argument("{}: external_data field 'length': {} bytes, expected {} for its "
                             "dtype and shape",
                             what, n, expected_bytes);
   }
-  std::ifstream in(full, std::ios::binary);
-  if (!in) return io_error("{}: cannot open external data '{}'", what, location);
-  std::string bytes(n, '\0');
-  in.seekg(static_cast<std::streamoff>(offset));
-  in.read(bytes.data(), static_cast<std::streamsize>(n));
-  if (!in || static_cast<uint64_t>(in.gcount()) != n) {
-    return io_error("{}: short read of external data '{}'", what, location);
+  return ExternalRange{full, location, offset};
+}
+
+Status read_external(const ExternalRange& r, Tensor& t, const std::string& what) {
+  std::ifstream in(r.file, std::ios::binary);
+  if (!in) return io_error("{}: cannot open external data '{}'", what, r.location);
+  auto n = static_cast<std::streamsize>(t.nbytes());
+  in.seekg(static_cast<std::streamoff>(r.offset));
+  in.read(static_cast<char*>(t.mutable_data()), n);
+  if (!in || in.gcount() != n) return io_error("{}: short read of external data '{}'", what, r.location);
+  return Status::Ok();
+}
+
+// The typed field that holds a tensor of `dtype` when it has no raw_data, and its length.
+std::pair<const char*, int> typed_field(const TP& proto, DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return {"float_data", proto.float_data_size()};
+    case DType::kF64: return {"double_data", proto.double_data_size()};
+    case DType::kI64: return {"int64_data", proto.int64_data_size()};
+    default: return {"int32_data", proto.int32_data_size()};
   }
-  return bytes;
 }
 
 template <typename Src, typename Fn>
-Status copy_typed(const Src& field, Tensor& t, const std::string& what, const char* field_name,
-                  Fn&& store) {
-  if (static_cast<int64_t>(field.size()) != t.numel()) {
-    return invalid_argument("{}: field '{}' has {} values, expected {} for shape [{}]", what,
-                            field_name, field.size(), t.numel(), fmt::join(t.shape(), ", "));
-  }
-  for (int64_t i = 0; i < t.numel(); ++i) store(i, field.Get(static_cast<int>(i)));
-  return Status::Ok();
+void copy_typed(const Src& field, int64_t n, Fn&& store) {
+  for (int64_t i = 0; i < n; ++i) store(i, field.Get(static_cast<int>(i)));
 }
 
 }  // namespace
@@ -194,61 +228,62 @@ Result<Tensor> tensor_from_proto(const TP& proto, const std::string& base_dir,
   }
   std::vector<int64_t> shape(proto.dims().begin(), proto.dims().end());
   KILN_RETURN_IF_ERROR(check_shape(shape, what));
-  KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::create(*dtype, shape));
-  const uint64_t nbytes = t.nbytes();
+  const int64_t numel = checked_numel(shape).value_or(0);
+  const uint64_t nbytes = static_cast<uint64_t>(numel) * dtype_size(*dtype);
 
-  const bool external = proto.data_location() == TP::EXTERNAL;
-  if (external || proto.has_raw_data()) {
-    std::string ext;
-    const std::string* raw = &proto.raw_data();
-    if (external) {
-      KILN_ASSIGN_OR_RETURN(ext, read_external(proto, base_dir, what, nbytes));
-      raw = &ext;
-    }
-    if (raw->size() != nbytes) {
-      return invalid_argument("{}: field 'raw_data' has {} bytes, expected {} for {}", what,
-                              raw->size(), nbytes, format_shape(*dtype, shape));
-    }
-    if (nbytes > 0) std::memcpy(t.mutable_data(), raw->data(), nbytes);
+  // The data is checked against what the file really holds before anything is allocated.
+  if (proto.data_location() == TP::EXTERNAL) {
+    KILN_ASSIGN_OR_RETURN(ExternalRange range, locate_external(proto, base_dir, what, nbytes));
+    KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::create(*dtype, shape, what));
+    if (nbytes > 0) KILN_RETURN_IF_ERROR(read_external(range, t, what));
     return t;
   }
-  if (t.numel() == 0) return t;
+  if (proto.has_raw_data()) {
+    const std::string& raw = proto.raw_data();
+    if (raw.size() != nbytes) {
+      return invalid_argument("{}: field 'raw_data' has {} bytes, expected {} for {}", what,
+                              raw.size(), nbytes, format_shape(*dtype, shape));
+    }
+    KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::create(*dtype, shape, what));
+    if (nbytes > 0) std::memcpy(t.mutable_data(), raw.data(), nbytes);
+    return t;
+  }
+  auto [field_name, count] = typed_field(proto, *dtype);
+  if (count != numel) {
+    return invalid_argument("{}: field '{}' has {} values, expected {} for {}{}", what, field_name,
+                            count, numel, format_shape(*dtype, shape),
+                            count == 0 ? " (the tensor has no data)" : "");
+  }
+  KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::create(*dtype, shape, what));
+  if (numel == 0) return t;
   uint8_t* dst = static_cast<uint8_t*>(t.mutable_data());
   switch (*dtype) {
     case DType::kF32:
-      KILN_RETURN_IF_ERROR(copy_typed(proto.float_data(), t, what, "float_data", [&](int64_t i, float v) {
-        std::memcpy(dst + i * 4, &v, 4);
-      }));
+      copy_typed(proto.float_data(), numel, [&](int64_t i, float v) { std::memcpy(dst + i * 4, &v, 4); });
       break;
     case DType::kF64:
-      KILN_RETURN_IF_ERROR(copy_typed(proto.double_data(), t, what, "double_data", [&](int64_t i, double v) {
-        std::memcpy(dst + i * 8, &v, 8);
-      }));
+      copy_typed(proto.double_data(), numel, [&](int64_t i, double v) { std::memcpy(dst + i * 8, &v, 8); });
       break;
     case DType::kI64:
-      KILN_RETURN_IF_ERROR(copy_typed(proto.int64_data(), t, what, "int64_data", [&](int64_t i, int64_t v) {
-        std::memcpy(dst + i * 8, &v, 8);
-      }));
+      copy_typed(proto.int64_data(), numel, [&](int64_t i, int64_t v) { std::memcpy(dst + i * 8, &v, 8); });
       break;
     case DType::kI32:
-      KILN_RETURN_IF_ERROR(copy_typed(proto.int32_data(), t, what, "int32_data", [&](int64_t i, int32_t v) {
-        std::memcpy(dst + i * 4, &v, 4);
-      }));
+      copy_typed(proto.int32_data(), numel, [&](int64_t i, int32_t v) { std::memcpy(dst + i * 4, &v, 4); });
       break;
     case DType::kI16:
     case DType::kF16:
     case DType::kBF16:
-      KILN_RETURN_IF_ERROR(copy_typed(proto.int32_data(), t, what, "int32_data", [&](int64_t i, int32_t v) {
+      copy_typed(proto.int32_data(), numel, [&](int64_t i, int32_t v) {
         uint16_t b = static_cast<uint16_t>(v);
         std::memcpy(dst + i * 2, &b, 2);
-      }));
+      });
       break;
     case DType::kI8:
     case DType::kU8:
     case DType::kBool:
-      KILN_RETURN_IF_ERROR(copy_typed(proto.int32_data(), t, what, "int32_data", [&](int64_t i, int32_t v) {
+      copy_typed(proto.int32_data(), numel, [&](int64_t i, int32_t v) {
         dst[i] = *dtype == DType::kBool ? static_cast<uint8_t>(v != 0) : static_cast<uint8_t>(v);
-      }));
+      });
       break;
   }
   return t;

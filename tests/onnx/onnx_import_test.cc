@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "kiln/core/memory.h"
 #include "onnx/onnx_test_util.h"
 
 namespace kiln::testing {
@@ -212,6 +213,75 @@ TEST(OnnxImport, InitializerDataCountMismatchIsAnError) {
       << p.status().message();
 }
 
+// Each is a reproducer of an abort (std::bad_alloc) or a huge allocation before validation: the
+// data a tensor declares is checked against the bytes present before anything is allocated.
+TEST(OnnxImport, DeclaredSizesAreCheckedAgainstTheDataBeforeAllocating) {
+  size_t limit_before = memory_limit();
+  set_memory_limit(size_t{64} << 20);  // any allocation of the declared sizes would fail loudly
+  auto model_with = [](auto fill) {
+    OnnxBuilder b(13);
+    auto& w = *b.graph().add_initializer();
+    w.set_name("w");
+    w.set_data_type(TP::FLOAT);
+    fill(w);
+    b.node("Abs", {"w"}, {"y"});
+    b.output("y");
+    return import_model(b);
+  };
+  // 2^40 bytes declared, no data at all.
+  auto none = model_with([](TP& w) {
+    w.add_dims(int64_t{1} << 18);
+    w.add_dims(int64_t{1} << 20);
+  });
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message(),
+            "initializer 'w': field 'float_data' has 0 values, expected 274877906944 for "
+            "f32[262144, 1048576] (the tensor has no data)");
+  // 8 GiB declared, 16 bytes of raw_data.
+  auto short_raw = model_with([](TP& w) {
+    w.add_dims(int64_t{1} << 31);
+    w.set_raw_data(std::string(16, '\0'));
+  });
+  ASSERT_FALSE(short_raw.ok());
+  EXPECT_EQ(short_raw.status().message(),
+            "initializer 'w': field 'raw_data' has 16 bytes, expected 8589934592 for "
+            "f32[2147483648]");
+  // Data that is really there but over the memory limit: resource exhausted, naming it.
+  auto big = model_with([](TP& w) {
+    w.add_dims(int64_t{1} << 25);
+    w.set_raw_data(std::string(size_t{4} << 25, '\0'));
+  });
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(big.status().message(),
+            "initializer 'w' (f32[33554432]) needs 128.0 MiB, more than kiln's memory limit of "
+            "64.0 MiB (the set limit)");
+  set_memory_limit(limit_before);
+}
+
+TEST(OnnxImport, SignatureKeepsTheModelsOwnNames) {
+  OnnxBuilder b(13);
+  b.input("input.1", {2, 3});
+  b.node("Abs", {"input.1"}, {"y"}, "Abs");
+  b.node("Softmax", {"y"}, {"probs"}, "/head/Softmax");
+  b.output("y").output("probs");
+  auto p = import_model(b);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->user_input_names(), (std::vector<std::string>{"input.1"}));
+  EXPECT_EQ(p->user_output_names(), (std::vector<std::string>{"y", "probs"}));
+  // The nodes keep identifier names; the signature carries the model's.
+  EXPECT_EQ(p->user_inputs()[0]->name(), "input_1");
+  EXPECT_EQ(p->user_outputs()[1]->name(), "_head_Softmax");
+
+  OnnxBuilder twice(13);
+  twice.input("x", {2});
+  twice.node("Abs", {"x"}, {"y"});
+  twice.output("y").output("y");
+  auto dup = import_model(twice);
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(dup.status().message(), "graph output 'y' is listed twice");
+}
+
 TEST(OnnxImport, OpsetOutsideTheSupportedRangeIsRefused) {
   for (int64_t opset : {9, 22}) {
     OnnxBuilder b(opset);
@@ -327,8 +397,31 @@ TEST_F(OnnxExternalData, EscapesAreRefused) {
   std::filesystem::create_symlink(root_ / "outside.bin", root_ / "model" / "link.bin");
   auto link = import_with("link.bin", "0", "16");
   ASSERT_FALSE(link.ok());
-  EXPECT_NE(link.status().message().find("outside the model's folder"), std::string::npos)
+  EXPECT_NE(link.status().message().find("'link.bin' is a symbolic link to a place outside the "
+                                         "model's folder"),
+            std::string::npos)
       << link.status().message();
+  // A linked folder on the way is named, and the message says why, not where it leads.
+  std::filesystem::create_directories(root_ / "elsewhere");
+  write(root_ / "elsewhere" / "w.bin", 16);
+  std::filesystem::create_directory_symlink(root_ / "elsewhere", root_ / "model" / "data");
+  auto dir_link = import_with("data/w.bin", "0", "16");
+  ASSERT_FALSE(dir_link.ok());
+  EXPECT_NE(dir_link.status().message().find("external_data field 'location' ('data/w.bin') is "
+                                             "refused: 'data' is a symbolic link"),
+            std::string::npos)
+      << dir_link.status().message();
+  EXPECT_EQ(dir_link.status().message().find((root_ / "elsewhere").string()), std::string::npos)
+      << dir_link.status().message();
+  // A link that stays inside the folder is fine.
+  std::filesystem::create_symlink(root_ / "model" / "weights.bin", root_ / "model" / "alias.bin");
+  EXPECT_TRUE(import_with("alias.bin", "0", "16").ok());
+  // A folder where a file is expected says so.
+  std::filesystem::create_directories(root_ / "model" / "adir");
+  auto dir = import_with("adir", "0", "16");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.status().message().find("is a directory, expected a file"), std::string::npos)
+      << dir.status().message();
 }
 
 TEST_F(OnnxExternalData, OffsetAndLengthPastTheEndAreRefused) {
