@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "kiln/backends/portable/kernels.h"
+#include "kiln/core/memory.h"
 #include "thread_pool.h"
 
 namespace kiln::portable {
@@ -29,6 +30,8 @@ class PoolContext final : public KernelContext {
  public:
   PoolContext(int threads, bool reuse) : pool_threads_(threads), reuse_(reuse) {}
 
+  // Throws std::bad_alloc (after noting the request) when the pool would pass kiln's memory
+  // limit or the machine has no memory left; execute() turns it into an error naming the node.
   Tensor allocate(DType dtype, std::vector<int64_t> shape) override {
     auto n = checked_numel(shape);
     KILN_CHECK(n.has_value());
@@ -36,8 +39,9 @@ class PoolContext final : public KernelContext {
     ++stats_.allocations;
     stats_.no_reuse_bytes += bytes;
     if (!reuse_) {
+      reserve(bytes, dtype, shape);
       stats_.peak_bytes += bytes;
-      return Tensor(dtype, std::move(shape));
+      return Tensor(dtype, std::move(shape), make_storage(bytes, dtype, shape));
     }
     std::shared_ptr<HeapStorage>* best = nullptr;
     for (auto& s : storages_) {
@@ -48,10 +52,20 @@ class PoolContext final : public KernelContext {
       ++stats_.reused;
       return Tensor(dtype, std::move(shape), *best, 0);
     }
-    storages_.push_back(std::make_shared<HeapStorage>(bytes));
+    reserve(bytes, dtype, shape);
+    storages_.push_back(make_storage(bytes, dtype, shape));
     stats_.peak_bytes += bytes;
     return Tensor(dtype, std::move(shape), storages_.back(), 0);
   }
+
+  /// The allocation that failed last (what execute() reports).
+  struct Failure {
+    size_t bytes = 0;
+    std::string tensor;  // "f32[4, 1073741824]"
+    bool over_limit = false;
+  };
+  const Failure& failure() const { return failure_; }
+  void clear_failure() { failure_ = Failure{}; }
   int num_threads() const override { return pool_threads_.threads(); }
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) override {
     pool_threads_.parallel_for(n, fn);
@@ -64,6 +78,21 @@ class PoolContext final : public KernelContext {
   const MemoryStats& stats() const { return stats_; }
 
  private:
+  void reserve(size_t bytes, DType dtype, const std::vector<int64_t>& shape) {
+    if (bytes <= memory_limit() && stats_.peak_bytes <= memory_limit() - bytes) return;
+    failure_ = {bytes, format_shape(dtype, shape), true};
+    throw std::bad_alloc();
+  }
+  std::shared_ptr<HeapStorage> make_storage(size_t bytes, DType dtype, const std::vector<int64_t>& shape) {
+    auto s = HeapStorage::try_allocate(bytes);
+    if (s == nullptr) {
+      failure_ = {bytes, format_shape(dtype, shape), false};
+      throw std::bad_alloc();
+    }
+    return s;
+  }
+
+  Failure failure_;
   ThreadPool pool_threads_;
   bool reuse_;
   std::vector<std::shared_ptr<HeapStorage>> storages_;
@@ -106,7 +135,24 @@ struct Interpreter::Impl {
   Status prepare();
   Status bind_inputs(std::span<const Tensor> inputs);
   Result<RunResult> execute();
+  Status out_of_memory(const Node* n) const;
 };
+
+// Names the node whose kernel could not get memory, the tensor it asked for and the limit.
+Status Interpreter::Impl::out_of_memory(const Node* n) const {
+  const PoolContext::Failure& f = ctx->failure();
+  std::string what = fmt::format("node '{}' ({})", n->name(), op_name(n->target()));
+  if (f.bytes == 0) return resource_exhausted("{}: out of memory", what);
+  size_t live = ctx->stats().peak_bytes;
+  if (f.over_limit) {
+    return resource_exhausted("{}: {} needs {} (with {} of activations live), more than kiln's "
+                              "memory limit of {} ({})",
+                              what, f.tensor, format_bytes(f.bytes), format_bytes(live),
+                              format_bytes(memory_limit()), memory_limit_source());
+  }
+  return resource_exhausted("{}: cannot allocate {} for {} (with {} of activations live)", what,
+                            format_bytes(f.bytes), f.tensor, format_bytes(live));
+}
 
 Status Interpreter::Impl::prepare() {
   const Graph& g = program->graph();
@@ -127,7 +173,7 @@ Status Interpreter::Impl::prepare() {
         const InputSpec& spec = sig.inputs[ph_index++];
         if (spec.kind == InputKind::kUserInput) {
           user_input_ids.push_back(n->id());
-          input_names.push_back(n->name());
+          input_names.push_back(spec.name);
           input_specs.push_back(n->has_spec() ? n->spec() : TensorSpec());
         } else {
           if (program->constants().find(spec.target) == nullptr) {
@@ -226,7 +272,7 @@ Status Interpreter::Impl::prepare() {
     return internal_error("signature has {} outputs, graph returns {}", output_specs.size(), output_ids.size());
   }
   for (size_t i = 0; i < output_ids.size(); ++i) {
-    if (output_specs[i].kind == OutputKind::kUserOutput) output_names.push_back(g.node_by_id(output_ids[i])->name());
+    if (output_specs[i].kind == OutputKind::kUserOutput) output_names.push_back(output_specs[i].name);
   }
   return Status::Ok();
 }
@@ -298,7 +344,15 @@ Result<RunResult> Interpreter::Impl::execute() {
       }
       case StepKind::kKernel: {
         kernel_out.clear();
-        Status st = s.fn(*ctx, s.args, &kernel_out);
+        Status st;
+        try {
+          st = s.fn(*ctx, s.args, &kernel_out);
+        } catch (const std::bad_alloc&) {
+          kernel_out.clear();
+          Status oom = out_of_memory(n);
+          ctx->clear_failure();
+          return oom;
+        }
         if (!st.ok()) return st.with_context(fmt::format("node '{}' ({})", n->name(), op_name(n->target())));
         if (s.returns_list) {
           tuples[n->id()] = kernel_out;

@@ -1,6 +1,7 @@
 #include "thread_pool.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace kiln::portable {
 
@@ -18,9 +19,18 @@ ThreadPool::~ThreadPool() {
 }
 
 namespace {
-void run_chunk(const std::function<void(int64_t, int64_t)>& fn, int64_t n, int index, int parts) {
+// Runs one chunk; an exception is kept in `*error` (the first one wins) instead of escaping a
+// worker thread, which would terminate the process.
+void run_chunk(const std::function<void(int64_t, int64_t)>& fn, int64_t n, int index, int parts,
+               std::mutex& mu, std::exception_ptr* error) {
   int64_t begin = n * index / parts, end = n * (index + 1) / parts;
-  if (begin < end) fn(begin, end);
+  if (begin >= end) return;
+  try {
+    fn(begin, end);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!*error) *error = std::current_exception();
+  }
 }
 }  // namespace
 
@@ -38,10 +48,11 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     ++generation_;
   }
   wake_.notify_all();
-  run_chunk(fn, n, 0, threads_);
+  run_chunk(fn, n, 0, threads_, mu_, &error_);
   std::unique_lock<std::mutex> lock(mu_);
   done_.wait(lock, [this] { return pending_ == 0; });
   job_ = nullptr;
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
 void ThreadPool::worker(int index) {
@@ -57,7 +68,7 @@ void ThreadPool::worker(int index) {
       job = job_;
       n = n_;
     }
-    run_chunk(*job, n, index, threads_);
+    run_chunk(*job, n, index, threads_, mu_, &error_);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (--pending_ == 0) done_.notify_one();

@@ -3,6 +3,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -19,7 +20,8 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int threads() const { return threads_; }
-  /// Splits [0, n) into one contiguous chunk per thread and waits for all of them.
+  /// Splits [0, n) into one contiguous chunk per thread and waits for all of them. An exception
+  /// thrown by a chunk (std::bad_alloc) is rethrown here once every chunk has finished.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
@@ -34,6 +36,7 @@ class ThreadPool {
   uint64_t generation_ = 0;
   int pending_ = 0;
   bool stop_ = false;
+  std::exception_ptr error_;  // the first chunk's exception, under mu_
 };
 
 }  // namespace kiln::portable

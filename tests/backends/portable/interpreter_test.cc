@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "kernel_test_util.h"
+#include "kiln/core/memory.h"
 #include "testing/graph_builder.h"
 
 namespace kiln::portable {
@@ -175,6 +176,38 @@ TEST(Interpreter, KernelErrorsNameTheNode) {
   auto r = interp->run(std::vector<Tensor>{Tensor(DType::kI64, {3}), testing::make(DType::kI64, {2}, {0, 7})});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("node 'pick' (index_select)"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace kiln::portable
+
+namespace kiln::portable {
+namespace {
+
+TEST(Interpreter, ActivationsOverTheMemoryLimitAreResourceExhaustedNamingTheNode) {
+  ExportedProgram p;
+  GraphBuilder b(p);
+  Node* x = b.input("x", TensorSpec::of(DType::kF32, {256, 1024}));
+  Node* a = b.neg(x);
+  Node* big = b.call(OpId::kFull, {}, {{"size", std::vector<int64_t>{1024, 1024}}, {"fill_value", 1.0}},
+                     "filler");
+  b.outputs({a, big});
+  auto interp = make(p);
+  ASSERT_NE(interp, nullptr);
+  size_t before = memory_limit();
+  set_memory_limit(size_t{4} << 20);  // the 1 MiB neg output fits; 1 MiB + 4 MiB does not
+  set_memory_limit_source("--max-memory");
+  auto r = interp->run(std::vector<Tensor>{randn({256, 1024}, 3)});
+  set_memory_limit(before);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(r.status().message(),
+            "node 'filler' (full): f32[1024, 1024] needs 4.0 MiB (with 1.0 MiB of activations "
+            "live), more than kiln's memory limit of 4.0 MiB (--max-memory)");
+  // With the limit back, the same interpreter runs.
+  auto ok = interp->run(std::vector<Tensor>{randn({256, 1024}, 3)});
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->outputs[1].scalar_at(12345), 1.0);
 }
 
 }  // namespace

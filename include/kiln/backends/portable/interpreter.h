@@ -60,13 +60,13 @@ class Interpreter {
   /// Runs with user inputs in signature order. Inputs are checked (count, dtype, shape, and
   /// symbolic dims bound consistently across inputs).
   [[nodiscard]] Result<RunResult> run(std::span<const Tensor> inputs);
-  /// Runs with user inputs by placeholder name; every user input must be given.
+  /// Runs with user inputs by signature name; every user input must be given.
   [[nodiscard]] Result<RunResult> run_named(const std::map<std::string, Tensor>& inputs);
 
-  /// Names and specs of the user inputs, in order.
+  /// Signature names (the model's own) and specs of the user inputs, in order.
   const std::vector<std::string>& input_names() const;
   const std::vector<TensorSpec>& input_specs() const;
-  /// Names of the user outputs, in order (the returned nodes' names).
+  /// Signature names of the user outputs, in order (the model's own, e.g. ONNX output names).
   const std::vector<std::string>& output_names() const;
   /// Memory use of the last run.
   const MemoryStats& memory_stats() const;
