@@ -27,6 +27,21 @@ std::optional<OutputKind> output_kind_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+void name_user_outputs(const std::vector<Node*>& values, std::vector<OutputSpec>& specs) {
+  std::unordered_set<std::string> taken;
+  for (const OutputSpec& s : specs) {
+    if (s.kind == OutputKind::kUserOutput && !s.name.empty()) taken.insert(s.name);
+  }
+  for (size_t i = 0; i < specs.size() && i < values.size(); ++i) {
+    OutputSpec& s = specs[i];
+    if (s.kind != OutputKind::kUserOutput || !s.name.empty()) continue;
+    std::string name = values[i]->name();
+    for (int k = 1; taken.count(name) != 0; ++k) name = fmt::format("{}_{}", values[i]->name(), k);
+    taken.insert(name);
+    s.name = std::move(name);
+  }
+}
+
 void ConstantStore::set(const std::string& name, Tensor t) { tensors_[name] = std::move(t); }
 
 const Tensor* ConstantStore::find(const std::string& name) const {
@@ -57,9 +72,11 @@ const LoweredModule* ExportedProgram::find_lowered_module(std::string_view name)
   return nullptr;
 }
 
-Node* ExportedProgram::add_user_input(std::string_view name, TensorSpec spec) {
+Node* ExportedProgram::add_user_input(std::string_view name, TensorSpec spec,
+                                      std::string user_name) {
   Node* n = graph_->add_placeholder(name, std::move(spec));
-  signature_.inputs.push_back({InputKind::kUserInput, n->name(), "", true});
+  if (user_name.empty()) user_name = n->name();
+  signature_.inputs.push_back({InputKind::kUserInput, n->name(), "", true, std::move(user_name)});
   return n;
 }
 
@@ -97,6 +114,7 @@ Status ExportedProgram::set_outputs(const std::vector<Node*>& values,
     return invalid_argument("set_outputs: {} values but {} output specs", values.size(),
                             specs.size());
   }
+  name_user_outputs(values, specs);
   graph_->set_output(values);
   signature_.outputs = std::move(specs);
   return Status::Ok();
@@ -165,6 +183,22 @@ std::vector<Node*> ExportedProgram::user_outputs() const {
   return out;
 }
 
+std::vector<std::string> ExportedProgram::user_input_names() const {
+  std::vector<std::string> out;
+  for (const auto& s : signature_.inputs) {
+    if (s.kind == InputKind::kUserInput) out.push_back(s.name);
+  }
+  return out;
+}
+
+std::vector<std::string> ExportedProgram::user_output_names() const {
+  std::vector<std::string> out;
+  for (const auto& s : signature_.outputs) {
+    if (s.kind == OutputKind::kUserOutput) out.push_back(s.name);
+  }
+  return out;
+}
+
 std::vector<std::string> ExportedProgram::mutated_buffers() const {
   std::vector<std::string> out;
   for (const auto& s : signature_.outputs) {
@@ -181,7 +215,7 @@ Status ExportedProgram::lint() const {
     return internal_error("lint: graph has {} placeholders but the signature lists {} inputs",
                           ph.size(), ins.size());
   }
-  std::unordered_set<std::string> buffers, user_inputs;
+  std::unordered_set<std::string> buffers, user_inputs, names;
   for (size_t i = 0; i < ph.size(); ++i) {
     const InputSpec& s = ins[i];
     if (ph[i]->name() != s.arg) {
@@ -189,6 +223,10 @@ Status ExportedProgram::lint() const {
                             ph[i]->name(), s.arg);
     }
     if (s.kind == InputKind::kUserInput) {
+      if (s.name.empty() || !names.insert(s.name).second) {
+        return internal_error("lint: user input '{}' has {} name '{}'", s.arg,
+                              s.name.empty() ? "an empty" : "a repeated", s.name);
+      }
       user_inputs.insert(s.arg);
       continue;
     }
@@ -209,8 +247,13 @@ Status ExportedProgram::lint() const {
     return internal_error("lint: graph returns {} values but the signature lists {} outputs",
                           n_out, signature_.outputs.size());
   }
+  names.clear();
   for (size_t i = 0; i < signature_.outputs.size(); ++i) {
     const OutputSpec& s = signature_.outputs[i];
+    if (s.kind == OutputKind::kUserOutput && (s.name.empty() || !names.insert(s.name).second)) {
+      return internal_error("lint: user output {} has {} name '{}'", i,
+                            s.name.empty() ? "an empty" : "a repeated", s.name);
+    }
     if (s.kind == OutputKind::kBufferMutation && buffers.count(s.target) == 0) {
       return internal_error("lint: output {} mutates '{}', which is not a buffer input", i,
                             s.target);

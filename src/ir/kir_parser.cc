@@ -1,11 +1,12 @@
 // The .kir parser: builds the program through the public Graph / ExportedProgram API, so a
 // parsed program obeys the same invariants as a built one. No recursion except one level per
 // nested lowered module (bounded), so hostile text cannot exhaust the stack.
-#include <fstream>
+#include <algorithm>
 #include <memory>
-#include <sstream>
+#include <optional>
 
 #include "kir_parser.h"
+#include "kiln/core/file.h"
 #include "kiln/core/tensor.h"
 #include "kiln/ir/kir.h"
 
@@ -102,6 +103,9 @@ Status Parser::parse_input(std::vector<SigInput>* inputs) {
       KILN_RETURN_IF_ERROR(expect(Tok::kEquals, "=", "after the option name"));
       if (key.text == "target") {
         KILN_RETURN_IF_ERROR(parse_name(&in.spec.target, "a constant name"));
+      } else if (key.text == "name" && in.spec.kind == InputKind::kUserInput) {
+        KILN_RETURN_IF_ERROR(parse_name(&in.spec.name, "the input's name"));
+        if (in.spec.name.empty()) return err(key, "user input '%{}' has an empty name", in.spec.arg);
       } else if (key.text == "persistent") {
         KILN_RETURN_IF_ERROR(parse_bool(&in.spec.persistent));
       } else {
@@ -115,6 +119,7 @@ Status Parser::parse_input(std::vector<SigInput>* inputs) {
   if (in.spec.kind != InputKind::kUserInput && in.spec.target.empty()) {
     return err(kind_tok, "{} '%{}' needs a target", kind_name, in.spec.arg);
   }
+  if (in.spec.kind == InputKind::kUserInput && in.spec.name.empty()) in.spec.name = in.spec.arg;
   inputs->push_back(std::move(in));
   return Status::Ok();
 }
@@ -134,9 +139,12 @@ Status Parser::parse_output(std::vector<SigOutput>* outputs) {
   if (at(Tok::kLParen)) {
     KILN_RETURN_IF_ERROR(advance());
     Token key = cur_;
-    KILN_RETURN_IF_ERROR(expect_word("target", "in the output options"));
-    KILN_RETURN_IF_ERROR(expect(Tok::kEquals, "=", "after 'target'"));
-    KILN_RETURN_IF_ERROR(parse_name(&o.spec.target, "a target name"));
+    bool user = o.spec.kind == OutputKind::kUserOutput;
+    KILN_RETURN_IF_ERROR(expect_word(user ? "name" : "target", "in the output options"));
+    KILN_RETURN_IF_ERROR(expect(Tok::kEquals, "=", user ? "after 'name'" : "after 'target'"));
+    std::string* field = user ? &o.spec.name : &o.spec.target;
+    KILN_RETURN_IF_ERROR(parse_name(field, user ? "the output's name" : "a target name"));
+    if (field->empty()) return err(key, "output '%{}' has an empty {}", o.value, key.text);
     KILN_RETURN_IF_ERROR(expect(Tok::kRParen, ")", "after the output options"));
   }
   if (o.spec.kind != OutputKind::kUserOutput && o.spec.target.empty()) {
@@ -287,7 +295,9 @@ Status Parser::parse_lowered(int depth, ExportedProgram* ep) {
   KILN_RETURN_IF_ERROR(expect_word("lowered", "after '='"));
   KILN_RETURN_IF_ERROR(expect(Tok::kLParen, "(", "after 'lowered'"));
   bool has_backend = false;
-  int64_t bytes = 0;
+  int64_t bytes = -1;
+  Token bytes_tok = cur_;
+  std::optional<std::vector<uint8_t>> blob;
   while (!at(Tok::kRParen)) {
     Token key = cur_;
     KILN_RETURN_IF_ERROR(expect(Tok::kIdent, "field name", "in 'lowered(...)'"));
@@ -301,14 +311,11 @@ Status Parser::parse_lowered(int depth, ExportedProgram* ep) {
         CompileSpec cs;
         KILN_RETURN_IF_ERROR(parse_name(&cs.key, "a compile spec key"));
         KILN_RETURN_IF_ERROR(expect(Tok::kColon, ":", "after the compile spec key"));
-        const std::string& hex = cur_.text;
-        bool ok = at(Tok::kString) && hex.size() % 2 == 0 &&
-                  hex.find_first_not_of("0123456789abcdef") == std::string::npos;
-        if (!ok) return err(cur_, "compile spec '{}': expected a string of hex digits", cs.key);
-        for (size_t i = 0; i < hex.size(); i += 2) {
-          auto nib = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
-          cs.value.push_back(static_cast<uint8_t>(nib(hex[i]) * 16 + nib(hex[i + 1])));
+        if (!at(Tok::kString)) {
+          return err(cur_, "compile spec '{}': expected its value as a string, got {}", cs.key,
+                     describe(cur_));
         }
+        cs.value.assign(cur_.text.begin(), cur_.text.end());
         KILN_RETURN_IF_ERROR(advance());
         m.compile_specs.push_back(std::move(cs));
         if (at(Tok::kComma)) KILN_RETURN_IF_ERROR(advance());
@@ -333,11 +340,23 @@ Status Parser::parse_lowered(int depth, ExportedProgram* ep) {
       }
       KILN_RETURN_IF_ERROR(advance());
     } else if (key.text == "bytes") {
-      Token bytes_tok = cur_;
+      bytes_tok = cur_;
       KILN_RETURN_IF_ERROR(parse_int(&bytes, "a byte count"));
       if (bytes < 0 || bytes > kMaxBlobBytes) {
         return err(bytes_tok, "lowered module '{}': bytes={} is outside [0, 2^30]", m.name, bytes);
       }
+    } else if (key.text == "base64") {
+      if (!at(Tok::kString)) {
+        return err(cur_, "lowered module '{}': expected the blob as a base64 string, got {}",
+                   m.name, describe(cur_));
+      }
+      size_t bad = 0;
+      blob = base64_decode(cur_.text, &bad);
+      if (!blob) {
+        return err(cur_, "lowered module '{}': the blob is not valid base64 (at character {} of "
+                   "{})", m.name, bad, cur_.text.size());
+      }
+      KILN_RETURN_IF_ERROR(advance());
     } else {
       return err(key, "unknown lowered module field '{}'", key.text);
     }
@@ -346,8 +365,18 @@ Status Parser::parse_lowered(int depth, ExportedProgram* ep) {
   }
   KILN_RETURN_IF_ERROR(advance());
   if (!has_backend) return err(name_tok, "lowered module '{}' needs a backend", m.name);
-  // The blob itself is not text: only its size survives, as zeros.
-  m.processed_bytes = std::make_shared<const std::vector<uint8_t>>(static_cast<size_t>(bytes));
+  if (blob) {
+    if (bytes >= 0 && static_cast<size_t>(bytes) != blob->size()) {
+      return err(bytes_tok, "lowered module '{}': bytes={} but the base64 blob holds {} bytes",
+                 m.name, bytes, blob->size());
+    }
+    m.processed_bytes = std::make_shared<const VectorStorage>(std::move(*blob));
+  } else {
+    // Only the size was printed: elided zeros that print by size again.
+    auto zeros = ElidedStorage::create(static_cast<size_t>(std::max<int64_t>(bytes, 0)));
+    if (zeros == nullptr) return err(bytes_tok, "lowered module '{}': cannot map {} bytes", m.name, bytes);
+    m.processed_bytes = std::move(zeros);
+  }
   if (at(Tok::kColon)) {
     Token colon = cur_;
     KILN_RETURN_IF_ERROR(advance());
@@ -375,8 +404,9 @@ Status Parser::validate(ExportedProgram* ep, bool has_program, std::vector<SigIn
   const std::vector<Node*>& values = g.output_node()->arg(0).nodes();
   if (!has_program) {
     // A bare graph: every placeholder is a user input, every value a user output.
-    for (Node* p : ph) sig.inputs.push_back({InputKind::kUserInput, p->name(), "", true});
+    for (Node* p : ph) sig.inputs.push_back({InputKind::kUserInput, p->name(), "", true, p->name()});
     sig.outputs.assign(values.size(), OutputSpec{});
+    name_user_outputs(values, sig.outputs);
   } else {
     if (inputs.size() != ph.size()) {
       return err(inputs.size() > ph.size() ? inputs[ph.size()].at : graph_tok,
@@ -414,6 +444,7 @@ Status Parser::validate(ExportedProgram* ep, bool has_program, std::vector<SigIn
       }
       sig.outputs.push_back(outputs[i].spec);
     }
+    name_user_outputs(values, sig.outputs);
   }
   Status st = ep->lint();
   if (!st.ok()) return err(graph_tok, "invalid program: {}", st.message());
@@ -430,12 +461,8 @@ Result<ExportedProgram> parse_kir(std::string_view text, std::string_view source
 }
 
 Result<ExportedProgram> load_kir_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error("cannot open '{}'", path);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return io_error("cannot read '{}'", path);
-  return parse_kir(text.str(), path);
+  KILN_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  return parse_kir(text, path);
 }
 
 }  // namespace kiln

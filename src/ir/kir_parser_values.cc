@@ -1,5 +1,3 @@
-#include <sys/mman.h>
-
 #include <charconv>
 #include <climits>
 #include <cstring>
@@ -9,22 +7,6 @@
 #include "kiln/core/tensor.h"
 
 namespace kiln::kir {
-namespace {
-
-// Zero-filled constants above this size map the zero page instead of allocating: a printed
-// 10 GB model parses without touching 10 GB.
-constexpr size_t kMapZeroBytes = size_t{1} << 20;
-
-Result<Tensor> zero_tensor(DType dtype, std::vector<int64_t> shape, size_t nbytes) {
-  if (nbytes < kMapZeroBytes) return Tensor::create(dtype, std::move(shape));
-  void* p = mmap(nullptr, nbytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return out_of_range("cannot map {} zero bytes", nbytes);
-  std::shared_ptr<const void> owner(p, [nbytes](const void* q) { munmap(const_cast<void*>(q), nbytes); });
-  auto storage = std::make_shared<ExternalStorage>(static_cast<const uint8_t*>(p), nbytes, owner);
-  return Tensor(dtype, std::move(shape), std::move(storage));
-}
-
-}  // namespace
 
 Status Parser::parse_constant(ExportedProgram* ep) {
   Token name_tok = cur_;
@@ -50,7 +32,7 @@ Status Parser::parse_constant(ExportedProgram* ep) {
     }
     KILN_RETURN_IF_ERROR(expect_word("bytes", "after the byte count"));
     KILN_RETURN_IF_ERROR(expect(Tok::kGreater, ">", "after 'bytes'"));
-    auto t = zero_tensor(spec.dtype, std::move(shape), nbytes);
+    auto t = Tensor::elided(spec.dtype, std::move(shape), fmt::format("constant '{}'", name));
     if (!t.ok()) return err(size_tok, "constant '{}': {}", name, t.status().message());
     ep->constants().set(name, std::move(t).value());
     return Status::Ok();

@@ -183,7 +183,7 @@ void append_constant(std::string& out, const std::string& name, const Tensor& t,
   out += " : ";
   out += format_shape(t.dtype(), t.shape());
   out += " = ";
-  if (t.numel() > options.inline_limit || (t.numel() > 0 && t.data() == nullptr)) {
+  if (t.numel() > options.inline_limit || t.elided() || (t.numel() > 0 && t.data() == nullptr)) {
     out += fmt::format("<{} bytes>\n", t.nbytes());
     return;
   }
@@ -211,10 +211,11 @@ void append_lowered(std::string& out, const LoweredModule& m, const KirPrintOpti
   out += ", compile_specs={";
   for (size_t i = 0; i < m.compile_specs.size(); ++i) {
     if (i) out += ", ";
-    out += name_or_quoted(m.compile_specs[i].key);
-    out += ": \"";
-    for (uint8_t b : m.compile_specs[i].value) out += fmt::format("{:02x}", b);
-    out += '"';
+    const CompileSpec& cs = m.compile_specs[i];
+    out += name_or_quoted(cs.key);
+    out += ": ";
+    out += quote(std::string_view(reinterpret_cast<const char*>(cs.value.data()), cs.value.size()),
+                 /*ascii=*/true);
   }
   out += '}';
   if (!m.debug_handle_map.empty()) {
@@ -229,7 +230,14 @@ void append_lowered(std::string& out, const LoweredModule& m, const KirPrintOpti
     }
     out += '}';
   }
-  out += fmt::format(", bytes={})", m.processed_bytes ? m.processed_bytes->size() : 0);
+  const Storage* blob = m.processed_bytes.get();
+  out += fmt::format(", bytes={}", blob ? blob->size() : 0);
+  if (options.print_blobs && blob != nullptr && !is_elided(*blob)) {
+    out += ", base64=\"";
+    out += kir::base64_encode(blob->bytes());
+    out += '"';
+  }
+  out += ')';
   if (m.original_module == nullptr) {
     out += '\n';
     return;
@@ -258,6 +266,8 @@ void append_program(std::string& out, const ExportedProgram& p, const KirPrintOp
                          in.persistent ? "True" : "False");
     } else if (!in.target.empty()) {
       out += fmt::format("(target={})", name_or_quoted(in.target));
+    } else if (in.kind == InputKind::kUserInput && in.name != in.arg) {
+      out += fmt::format("(name={})", name_or_quoted(in.name));
     }
     out += '\n';
   }
@@ -270,7 +280,11 @@ void append_program(std::string& out, const ExportedProgram& p, const KirPrintOp
       value = output->arg(0).nodes()[i]->name();
     }
     out += fmt::format("    %{} : {}", value, output_kind_name(o.kind));
-    if (!o.target.empty()) out += fmt::format("(target={})", name_or_quoted(o.target));
+    if (!o.target.empty()) {
+      out += fmt::format("(target={})", name_or_quoted(o.target));
+    } else if (o.kind == OutputKind::kUserOutput && o.name != value) {
+      out += fmt::format("(name={})", name_or_quoted(o.name));
+    }
     out += '\n';
   }
   out += "  constants:\n";
@@ -281,6 +295,13 @@ void append_program(std::string& out, const ExportedProgram& p, const KirPrintOp
 }
 
 }  // namespace
+
+KirPrintOptions kir_summary() {
+  KirPrintOptions options;
+  options.inline_limit = 16;
+  options.print_blobs = false;
+  return options;
+}
 
 std::string print_kir(const ExportedProgram& program, const KirPrintOptions& options) {
   std::string out;

@@ -23,7 +23,7 @@ bool is_identifier(std::string_view s) {
   return true;
 }
 
-std::string quote(std::string_view s) {
+std::string quote(std::string_view s, bool ascii) {
   std::string out;
   out.reserve(s.size() + 2);
   out += '"';
@@ -36,7 +36,7 @@ std::string quote(std::string_view s) {
       case '\t': out += "\\t"; break;
       case '\r': out += "\\r"; break;
       default:
-        if (u < 0x20 || u == 0x7f) {
+        if (u < 0x20 || u == 0x7f || (ascii && u >= 0x80)) {
           out += "\\x";
           out += kHex[u >> 4];
           out += kHex[u & 15];
@@ -46,6 +46,70 @@ std::string quote(std::string_view s) {
     }
   }
   out += '"';
+  return out;
+}
+
+namespace {
+constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+}  // namespace
+
+std::string base64_encode(std::span<const uint8_t> bytes) {
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 3 <= bytes.size(); i += 3) {
+    uint32_t v = uint32_t{bytes[i]} << 16 | uint32_t{bytes[i + 1]} << 8 | bytes[i + 2];
+    for (int shift = 18; shift >= 0; shift -= 6) out += kBase64[(v >> shift) & 63];
+  }
+  if (size_t rest = bytes.size() - i; rest > 0) {
+    uint32_t v = uint32_t{bytes[i]} << 16 | (rest == 2 ? uint32_t{bytes[i + 1]} << 8 : 0);
+    out += kBase64[(v >> 18) & 63];
+    out += kBase64[(v >> 12) & 63];
+    out += rest == 2 ? kBase64[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+std::optional<std::vector<uint8_t>> base64_decode(std::string_view text, size_t* bad_at) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  *bad_at = text.size();
+  if (text.size() % 4 != 0) return std::nullopt;
+  std::vector<uint8_t> out;
+  out.reserve(text.size() / 4 * 3);
+  for (size_t i = 0; i < text.size(); i += 4) {
+    bool last = i + 4 == text.size();
+    size_t pad = 0;
+    uint32_t v = 0;
+    for (size_t k = 0; k < 4; ++k) {
+      char c = text[i + k];
+      if (c == '=' && last && k >= 2 && (k == 3 || text[i + 3] == '=')) {
+        ++pad;
+        v <<= 6;
+        continue;
+      }
+      int d = value(c);
+      if (d < 0 || pad > 0) {
+        *bad_at = i + k;
+        return std::nullopt;
+      }
+      v = v << 6 | static_cast<uint32_t>(d);
+    }
+    if ((pad == 1 && (v & 0xff) != 0) || (pad == 2 && (v & 0xffff) != 0)) {
+      *bad_at = i + 3 - pad;  // bits past the end: not the canonical spelling
+      return std::nullopt;
+    }
+    out.push_back(static_cast<uint8_t>(v >> 16));
+    if (pad < 2) out.push_back(static_cast<uint8_t>(v >> 8));
+    if (pad < 1) out.push_back(static_cast<uint8_t>(v));
+  }
   return out;
 }
 

@@ -3,8 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kiln/core/status.h"
 
@@ -12,8 +15,14 @@ namespace kiln::kir {
 
 /// True if `s` can be printed bare: [A-Za-z_][A-Za-z0-9_]*.
 bool is_identifier(std::string_view s);
-/// `s` in double quotes with \" \\ \n \t \r and \xHH escapes for other control bytes.
-std::string quote(std::string_view s);
+/// `s` in double quotes with \" \\ \n \t \r and \xHH escapes for other control bytes; with
+/// `ascii`, bytes from 0x80 are escaped too (binary values such as compile specs).
+std::string quote(std::string_view s, bool ascii = false);
+/// RFC 4648 base64 with padding (delegate blobs in text).
+std::string base64_encode(std::span<const uint8_t> bytes);
+/// Inverse of base64_encode; nullopt (with the offending offset in `*bad_at`) on a character
+/// outside the alphabet, misplaced padding or a length that is not a multiple of 4.
+std::optional<std::vector<uint8_t>> base64_decode(std::string_view text, size_t* bad_at);
 /// `s` bare if it is an identifier, else quoted (names of constants, targets, backends).
 std::string name_or_quoted(std::string_view s);
 /// Shortest round-trip spelling that always reads back as a float ("1.0", "0.1", "inf").

@@ -222,7 +222,7 @@ Result<size_t> outline_partition(ExportedProgram& owner, PartitionToLower& part,
   lm.name = module_name;
   lm.backend_id = std::string(part.backend->id());
   lm.compile_specs = part.delegation->compile_specs;
-  lm.processed_bytes = std::make_shared<const std::vector<uint8_t>>(std::move(pre->processed_bytes));
+  lm.processed_bytes = std::make_shared<const VectorStorage>(std::move(pre->processed_bytes));
   lm.original_module = sub;
   lm.debug_handle_map = std::move(pre->debug_handle_map);
   owner.lowered_modules().push_back(std::move(lm));

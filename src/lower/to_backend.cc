@@ -201,7 +201,7 @@ Result<LoweredModule> to_backend(std::string_view backend_id, const ExportedProg
   LoweredModule lm;
   lm.backend_id = std::string(backend_id);
   lm.compile_specs = compile_specs;
-  lm.processed_bytes = std::make_shared<const std::vector<uint8_t>>(std::move(pre->processed_bytes));
+  lm.processed_bytes = std::make_shared<const VectorStorage>(std::move(pre->processed_bytes));
   lm.original_module = std::move(copy);
   lm.debug_handle_map = std::move(pre->debug_handle_map);
   return lm;

@@ -70,12 +70,19 @@ TEST(ExportedProgramTest, LintCatchesSignatureDrift) {
   p.signature().outputs.push_back({OutputKind::kUserOutput, ""});
   EXPECT_EQ(p.lint().message(), "lint: graph returns 1 values but the signature lists 2 outputs");
   p.signature().outputs.pop_back();
+  const OutputSpec out0 = p.signature().outputs[0];
+  EXPECT_EQ(out0.name, "add");  // named after its node when set_outputs was given no name
 
   p.signature().outputs[0] = {OutputKind::kBufferMutation, "w"};
   EXPECT_EQ(p.lint().message(), "lint: output 0 mutates 'w', which is not a buffer input");
   p.signature().outputs[0] = {OutputKind::kUserInputMutation, "nobody"};
   EXPECT_EQ(p.lint().message(), "lint: output 0 mutates 'nobody', which is not a user input");
   p.signature().outputs[0] = {OutputKind::kUserOutput, ""};
+  EXPECT_EQ(p.lint().message(), "lint: user output 0 has an empty name ''");
+  p.signature().outputs[0] = out0;
+  p.signature().inputs[0].name.clear();
+  EXPECT_EQ(p.lint().message(), "lint: user input 'x' has an empty name ''");
+  p.signature().inputs[0].name = "x";
 
   std::swap(p.signature().inputs[0], p.signature().inputs[1]);
   EXPECT_EQ(p.lint().message(),

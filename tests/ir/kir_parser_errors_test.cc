@@ -233,8 +233,16 @@ TEST(KirParserErrors, LoweredModules) {
   EXPECT_EQ(error_of(base + "m = lowered(backend=x, bytes=2000000000)\n"),
             "model.kir:14:30: lowered module 'm': bytes=2000000000 is outside [0, 2^30]");
   EXPECT_EQ(error_of(base + "m = lowered(bytes=1)\n"), "model.kir:14:1: lowered module 'm' needs a backend");
-  EXPECT_EQ(error_of(base + "m = lowered(backend=x, compile_specs={k: \"0g\"})\n"),
-            "model.kir:14:42: compile spec 'k': expected a string of hex digits");
+  EXPECT_EQ(error_of(base + "m = lowered(backend=x, compile_specs={k: 7})\n"),
+            "model.kir:14:42: compile spec 'k': expected its value as a string, got '7'");
+  EXPECT_EQ(error_of(base + "m = lowered(backend=x, base64=\"QUJD*\")\n"),
+            "model.kir:14:31: lowered module 'm': the blob is not valid base64 (at character 5 of 5)");
+  EXPECT_EQ(error_of(base + "m = lowered(backend=x, base64=\"QR==\")\n"),
+            "model.kir:14:31: lowered module 'm': the blob is not valid base64 (at character 1 of 4)");
+  EXPECT_EQ(error_of(base + "m = lowered(backend=x, bytes=4, base64=\"QUJD\")\n"),
+            "model.kir:14:30: lowered module 'm': bytes=4 but the base64 blob holds 3 bytes");
+  EXPECT_EQ(error_of(base + "m = lowered(backend=x, base64=7)\n"),
+            "model.kir:14:31: lowered module 'm': expected the blob as a base64 string, got '7'");
   EXPECT_EQ(error_of(base + "m = lowered(backend=x)\nm = lowered(backend=y)\n"),
             "model.kir:15:1: duplicate lowered module 'm'");
   EXPECT_EQ(error_of(base + "  m = lowered(backend=x)\n"), "model.kir:14:3: unexpected 'm' after the graph");

@@ -170,7 +170,7 @@ TEST(KirPrinter, ConstantsOfEveryDTypeRoundTrip) {
   outs.push_back(p.add_buffer("b_exact", "exact", exact, false));
   std::vector<OutputSpec> specs(outs.size());
   ASSERT_TRUE(p.set_outputs(outs, specs).ok());
-  std::string text = print_kir(p);
+  std::string text = print_kir(p, kir_summary());
   EXPECT_NE(text.find("\"k.bool\" : bool[2, 2] = [True, False, True, True]"), std::string::npos) << text;
   EXPECT_NE(text.find("\"k.bf16\" : bf16[2, 2] = [1, -0.5, 3, 1]"), std::string::npos) << text;
   EXPECT_NE(text.find("\"k.i8\" : i8[2, 2] = [1, -128, 3, 1]"), std::string::npos) << text;
@@ -189,9 +189,31 @@ TEST(KirPrinter, ConstantsOfEveryDTypeRoundTrip) {
   // A smaller inline limit prints by size; the text still parses to zeros of that size.
   KirPrintOptions opts;
   opts.inline_limit = 0;
-  auto sized = parse_kir(print_kir(p, opts));
+  std::string sized_text = print_kir(p, opts);
+  auto sized = parse_kir(sized_text);
   ASSERT_TRUE(sized.ok()) << sized.status().message();
   EXPECT_EQ(sized->constants().find("exact")->data_as<int64_t>()[0], 0);
+  // What was given by size stays by size, even when printed in full: the text round-trips.
+  EXPECT_TRUE(sized->constants().find("exact")->elided());
+  EXPECT_EQ(print_kir(*sized), sized_text);
+}
+
+TEST(KirPrinter, FullPrintKeepsEveryValue) {
+  // The default prints every value (kiln fmt, kiln import): a 25-element constant is not lost
+  // to "<N bytes>" when a file is rewritten.
+  ExportedProgram p;
+  Tensor big(DType::kI64, {5, 5});
+  for (int64_t i = 0; i < 25; ++i) big.set_scalar_at(i, static_cast<double>(i * i));
+  Node* c = p.add_parameter("p_big", "big", big);
+  ASSERT_TRUE(p.set_outputs({c}, {OutputSpec{}}).ok());
+  std::string text = print_kir(p);
+  EXPECT_NE(text.find("big : i64[5, 5] = [0, 1, 4, 9,"), std::string::npos) << text;
+  auto again = parse_kir(text);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_FALSE(again->constants().find("big")->elided());
+  EXPECT_EQ(again->constants().find("big")->data_as<int64_t>()[24], 576);
+  EXPECT_EQ(print_kir(*again), text);
+  EXPECT_NE(print_kir(p, kir_summary()).find("big : i64[5, 5] = <200 bytes>"), std::string::npos);
 }
 
 TEST(KirParser, LargeSizedConstantsAreZerosWithoutAllocating) {
@@ -313,7 +335,11 @@ TEST(KirParser, LoadsFilesAndReportsMissingOnes) {
   auto missing = load_kir_file("/nonexistent/model.kir");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kIoError);
-  EXPECT_EQ(missing.status().message(), "cannot open '/nonexistent/model.kir'");
+  EXPECT_EQ(missing.status().message(), "'/nonexistent/model.kir': no such file");
+  auto dir = load_kir_file(KILN_TEST_DATA_DIR);
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().message(),
+            fmt::format("'{}' is a directory, expected a file", KILN_TEST_DATA_DIR));
 }
 
 }  // namespace

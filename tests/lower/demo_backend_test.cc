@@ -114,7 +114,7 @@ TEST(DemoBackend, DelegateKeepsItsBufferState) {
   ASSERT_TRUE(p.mutated_buffers().empty()) << "the delegate should own the buffer";
   // One delegate instance across three calls: its buffer accumulates like the original's.
   const LoweredModule& m = p.lowered_modules()[0];
-  auto d = demo::DemoDelegate::init(*m.processed_bytes, m.compile_specs);
+  auto d = demo::DemoDelegate::init(m.processed_bytes->bytes(), m.compile_specs);
   ASSERT_TRUE(d.ok()) << d.status().message();
   std::vector<Tensor> got;
   for (int i = 0; i < 3; ++i) {
@@ -132,7 +132,7 @@ TEST(DemoBackend, BlobIsTheSubmoduleAsKir) {
   testing::TagPartitioner part(testing::Tags{{"p_w1", "t"}, {"p_b1", "t"}, {"linear", "t"}});
   ASSERT_TRUE(to_backend(p, part, registry).ok());
   const LoweredModule& m = p.lowered_modules()[0];
-  auto d = demo::DemoDelegate::init(*m.processed_bytes, m.compile_specs);
+  auto d = demo::DemoDelegate::init(m.processed_bytes->bytes(), m.compile_specs);
   ASSERT_TRUE(d.ok()) << d.status().message();
   KirPrintOptions all;
   all.inline_limit = 1 << 20;
@@ -140,6 +140,12 @@ TEST(DemoBackend, BlobIsTheSubmoduleAsKir) {
   const Tensor* w1 = d->program().constants().find("w1");
   ASSERT_NE(w1, nullptr);
   EXPECT_EQ(std::memcmp(w1->data(), m.original_module->constants().find("w1")->data(), w1->nbytes()), 0);
+  // The weight is a view of the blob, not a copy of it.
+  auto blob = m.processed_bytes->bytes();
+  const auto* w1_bytes = static_cast<const uint8_t*>(w1->data());
+  EXPECT_TRUE(w1_bytes >= blob.data() && w1_bytes + w1->nbytes() <= blob.data() + blob.size());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(w1_bytes) % demo::kBlobAlign,
+            reinterpret_cast<uintptr_t>(blob.data()) % demo::kBlobAlign);
 }
 
 TEST(DemoBackend, BlobErrors) {
@@ -147,11 +153,38 @@ TEST(DemoBackend, BlobErrors) {
   auto r = demo::DemoDelegate::init(junk, {});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "demo delegate: blob of 4 bytes does not start with the demo magic");
-  std::string bad = std::string(demo::kBlobMagic) + "program:\n  garbage\n";
-  auto r2 = demo::DemoDelegate::init(std::vector<uint8_t>(bad.begin(), bad.end()), {});
+  // magic, text size (u64 little-endian), text
+  auto blob_of = [](std::string_view text, uint64_t claimed) {
+    std::vector<uint8_t> b(demo::kBlobMagic.begin(), demo::kBlobMagic.end());
+    for (int i = 0; i < 8; ++i) b.push_back(static_cast<uint8_t>(claimed >> (8 * i)));
+    b.insert(b.end(), text.begin(), text.end());
+    return b;
+  };
+  std::vector<uint8_t> short_header(demo::kBlobMagic.begin(), demo::kBlobMagic.end());
+  short_header.push_back(1);
+  EXPECT_EQ(demo::DemoDelegate::init(short_header, {}).status().message(),
+            "demo delegate: blob of 11 bytes ends inside its header");
+  EXPECT_EQ(demo::DemoDelegate::init(blob_of("graph", 1000), {}).status().message(),
+            "demo delegate: program text of 1000 bytes at offset 18 runs past the end of the "
+            "23-byte blob");
+  std::string garbage = "program:\n  garbage\n";
+  auto r2 = demo::DemoDelegate::init(blob_of(garbage, garbage.size()), {});
   ASSERT_FALSE(r2.ok());
   EXPECT_EQ(r2.status().message().rfind("demo delegate: <demo delegate>:", 0), 0u)
       << r2.status().message();
+  // A real blob cut short: the last constant's bytes are missing.
+  ExportedProgram p;
+  build_mlp(p);
+  BackendRegistry registry = testing::demo_registry();
+  testing::TagPartitioner part(testing::Tags{{"p_w1", "t"}, {"p_b1", "t"}, {"linear", "t"}});
+  ASSERT_TRUE(to_backend(p, part, registry).ok());
+  auto full = p.lowered_modules()[0].processed_bytes->bytes();
+  std::vector<uint8_t> cut(full.begin(), full.end() - 64);
+  auto r3 = demo::DemoDelegate::init(cut, {});
+  ASSERT_FALSE(r3.ok());
+  EXPECT_NE(r3.status().message().find("demo delegate: constant 'w1' (f32["), std::string::npos)
+      << r3.status().message();
+  EXPECT_NE(r3.status().message().find("runs past the end of the"), std::string::npos);
 }
 
 TEST(DemoBackend, OpListParsing) {

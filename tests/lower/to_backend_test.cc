@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "golden.h"
 #include "kiln/ir/kir.h"
 #include "kiln/lower/utils.h"
@@ -26,6 +28,27 @@ std::vector<std::string> input_names(const ExportedProgram& p) {
   std::vector<std::string> out;
   for (const InputSpec& s : p.signature().inputs) out.push_back(s.arg);
   return out;
+}
+
+// Pins a delegated program two ways: the fx-style view of ExecuTorch's print_delegated_graph
+// (print only, as there) and the full .kir, which must parse back to the same program.
+void expect_delegated_goldens(const ExportedProgram& p, const std::string& stem) {
+  testing::expect_golden(format_delegated_graph(p), stem + ".view.txt");
+  std::string text = print_kir(p);
+  testing::expect_golden(text, stem + ".kir");
+  auto again = parse_kir(text);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(print_kir(*again), text);
+  ASSERT_EQ(again->lowered_modules().size(), p.lowered_modules().size());
+  for (size_t i = 0; i < p.lowered_modules().size(); ++i) {
+    const LoweredModule& a = p.lowered_modules()[i];
+    const LoweredModule& b = again->lowered_modules()[i];
+    EXPECT_EQ(a.backend_id, b.backend_id);
+    EXPECT_EQ(a.compile_specs, b.compile_specs);
+    EXPECT_EQ(a.debug_handle_map, b.debug_handle_map);
+    auto x = a.processed_bytes->bytes(), y = b.processed_bytes->bytes();
+    EXPECT_TRUE(std::equal(x.begin(), x.end(), y.begin(), y.end())) << a.name;
+  }
 }
 
 // ExecuTorch's print_delegated_graph example: mm + add twice around a sub.
@@ -75,7 +98,7 @@ TEST_F(ToBackendTest, TwoPartitionsBecomeDelegateCalls) {
   EXPECT_EQ(cd->meta.val, (std::vector<TensorSpec>{f32({2, 2})}));
   EXPECT_EQ(p.graph().find("getitem")->spec(), f32({2, 2}));
   EXPECT_TRUE(p.lint().ok()) << p.lint().message();
-  testing::expect_golden(format_delegated_graph(p), "lower/mm_add_delegated.kir");
+  expect_delegated_goldens(p, "lower/mm_add_delegated");
 }
 
 TEST_F(ToBackendTest, DebugHandlesOnEveryNodeAndEachDelegate) {
@@ -134,11 +157,11 @@ TEST_F(ToBackendTest, OwnedParametersMoveIntoTheSubmodule) {
   ASSERT_EQ(sub.signature().inputs.size(), 3u);
   EXPECT_EQ(sub.signature().inputs[0], (InputSpec{InputKind::kParameter, "p_w", "w", true}));
   EXPECT_EQ(sub.signature().inputs[1], (InputSpec{InputKind::kParameter, "p_b", "b", true}));
-  EXPECT_EQ(sub.signature().inputs[2], (InputSpec{InputKind::kUserInput, "x", "", true}));
+  EXPECT_EQ(sub.signature().inputs[2], (InputSpec{InputKind::kUserInput, "x", "", true, "x"}));
   ASSERT_NE(sub.constants().find("w"), nullptr);
   EXPECT_TRUE(sub.constants().find("w")->shares_storage_with(w_before));
   EXPECT_TRUE(p.lint().ok()) << p.lint().message();
-  testing::expect_golden(format_delegated_graph(p), "lower/linear_params_delegated.kir");
+  expect_delegated_goldens(p, "lower/linear_params_delegated");
 }
 
 TEST_F(ToBackendTest, OwnedBufferMutationMovesIntoTheDelegate) {
@@ -158,7 +181,7 @@ TEST_F(ToBackendTest, OwnedBufferMutationMovesIntoTheDelegate) {
   const ExportedProgram& sub = *p.lowered_modules()[0].original_module;
   ASSERT_EQ(sub.signature().outputs.size(), 2u);
   EXPECT_EQ(sub.signature().outputs[0], (OutputSpec{OutputKind::kBufferMutation, "count"}));
-  EXPECT_EQ(sub.signature().outputs[1], (OutputSpec{OutputKind::kUserOutput, ""}));
+  EXPECT_EQ(sub.signature().outputs[1], (OutputSpec{OutputKind::kUserOutput, "", "relu"}));
   EXPECT_EQ(sub.signature().inputs[0].kind, InputKind::kBuffer);
   // The delegate returns only the user output.
   EXPECT_EQ(p.graph().find("call_delegate")->meta.val.size(), 1u);
@@ -178,7 +201,7 @@ TEST_F(ToBackendTest, BufferLeftInOwnerStaysAMutationOfTheOwner) {
   EXPECT_EQ(p.mutated_buffers(), (std::vector<std::string>{"count"}));
   EXPECT_EQ(p.graph().output_node()->arg(0).nodes()[0]->name(), "getitem");
   const ExportedProgram& sub = *p.lowered_modules()[0].original_module;
-  EXPECT_EQ(sub.signature().inputs[0], (InputSpec{InputKind::kUserInput, "b_count", "", true}));
+  EXPECT_EQ(sub.signature().inputs[0], (InputSpec{InputKind::kUserInput, "b_count", "", true, "b_count"}));
   EXPECT_EQ(sub.signature().outputs[0].kind, OutputKind::kUserOutput);
   EXPECT_TRUE(p.lint().ok()) << p.lint().message();
 }
@@ -392,7 +415,8 @@ TEST_F(ToBackendTest, WholeProgramToOneLoweredModule) {
   EXPECT_EQ(lm->backend_id, "demo");
   EXPECT_EQ(lm->name, "");
   ASSERT_NE(lm->processed_bytes, nullptr);
-  std::string blob(lm->processed_bytes->begin(), lm->processed_bytes->end());
+  auto bytes = lm->processed_bytes->bytes();
+  std::string blob(bytes.begin(), bytes.end());
   EXPECT_EQ(blob.rfind(demo::kBlobMagic, 0), 0u);
   EXPECT_EQ(lm->debug_handle_map.size(), 5u);
   EXPECT_EQ(names(lm->original_module->graph()), names(p.graph()));

@@ -45,12 +45,13 @@ expect 2 "unknown command" -- "$kiln" frobnicate
 expect 2 "missing argument" -- "$kiln" fmt
 expect 2 "unknown option" -- "$kiln" inspect --bogus x.kir
 expect 1 "missing file" -- "$kiln" fmt "$work/nope.kir"
-contains "missing file message" "$err" "kiln: error: cannot read '$work/nope.kir'"
+contains "missing file message" "$err" "kiln: error: '$work/nope.kir': no such file"
 
-# fmt on golden files: canonical text round-trips.
-for f in "$src"/tests/data/kir/*.kir; do
-  expect 0 "fmt --check $(basename "$f")" -- "$kiln" fmt --check "$f"
-done
+# Every .kir checked in (goldens, delegated programs, fuzz seeds) is in canonical form: kiln fmt
+# prints it back byte for byte.
+while IFS= read -r f; do
+  expect 0 "fmt --check ${f#$src/}" -- "$kiln" fmt --check "$f"
+done < <(find "$src/tests" "$src/fuzz/corpus" -name '*.kir' | sort)
 
 # A malformed file: exit 1 with the line and column.
 printf 'program:\n  inputs:\n    %%x : user_input\n  outputs:\n  constants:\ngraph():\n    %%x : [num_users=0] f32[2] = placeholder[target=x]\n    %%y : [num_users=0] f32[2] = call_function[target=no_such_op](args = (%%x,), kwargs = {})\n    return ()\n' >"$work/bad.kir"
@@ -63,7 +64,17 @@ first=$(ls "$src"/tests/data/kir/*.kir | head -n 1)
 cp "$first" "$work/copy.kir"
 expect 0 "fmt -i" -- "$kiln" fmt -i "$work/copy.kir"
 if ! cmp -s "$first" "$work/copy.kir"; then echo "FAIL: fmt -i changed a canonical file"; failures=$((failures + 1)); fi
-if ls "$work"/*.tmp >/dev/null 2>&1; then echo "FAIL: fmt -i left a temporary file"; failures=$((failures + 1)); fi
+no_temp_files() {  # no_temp_files DESCRIPTION DIR: a write left no temporary file behind
+  if [[ -n $(find "$2" -maxdepth 1 -name '*.tmp' -print -quit) ]]; then
+    echo "FAIL: $1 left a temporary file: $(find "$2" -maxdepth 1 -name '*.tmp')"; failures=$((failures + 1))
+  else
+    passes=$((passes + 1))
+  fi
+}
+no_temp_files "fmt -i" "$work"
+# fmt rewrites a file with large constants without losing their values.
+"$kiln" import "$src/examples/tinynet.onnx" -o "$work/full.kir" 2>/dev/null
+expect 0 "fmt --check on an imported program" -- "$kiln" fmt --check "$work/full.kir"
 
 # inspect the bundled example: histogram, signature, constants.
 expect 0 "inspect example" -- "$kiln" inspect "$src/examples/tinynet.onnx"
@@ -83,11 +94,99 @@ kir_line=$(grep '^output' <<<"$out")
 if [[ -z $onnx_line || $onnx_line != "$kir_line" ]]; then
   echo "FAIL: imported .kir runs differently: '$onnx_line' vs '$kir_line'"; failures=$((failures + 1))
 fi
-if ! cmp -s "$work/out_onnx/_Softmax.npy" "$work/out_kir/_Softmax.npy"; then
+if ! cmp -s "$work/out_onnx/probs.npy" "$work/out_kir/probs.npy"; then
   echo "FAIL: output .npy files differ between the .onnx and the imported .kir"; failures=$((failures + 1))
 fi
-expect 1 "run with a wrong input shape" -- "$kiln" run "$src/examples/tinynet.onnx" --input "image=$work/out_kir/_Softmax.npy"
+contains "outputs carry the model's own names" "$onnx_line" "output 'probs': f32[1, 10]"
+expect 1 "run with a wrong input shape" -- "$kiln" run "$src/examples/tinynet.onnx" --input "image=$work/out_kir/probs.npy"
 contains "input mismatch names the input" "$err" "input 'image'"
+
+# A partitioned program written in full runs with the same numbers and is canonical .kir.
+ops=convolution,relu,hardswish,add,cat,max_pool2d,avg_pool2d,flatten,linear
+expect 0 "partition -o" -- "$kiln" partition "$src/examples/tinynet.onnx" --backend demo --ops "$ops" -o "$work/tiny_delegated.kir"
+contains "partition prints .kir" "$out" "lowered_module_0 = lowered(backend=demo, compile_specs={ops: \"$ops\"}"
+contains "partition keeps the output name" "$out" "user_output(name=probs)"
+expect 0 "fmt --check the delegated program" -- "$kiln" fmt --check "$work/tiny_delegated.kir"
+expect 0 "run the delegated program" -- "$kiln" run "$work/tiny_delegated.kir" --output-dir "$work/out_delegated"
+if ! cmp -s "$work/out_onnx/probs.npy" "$work/out_delegated/probs.npy"; then
+  echo "FAIL: the delegated program's output differs from the model's"; failures=$((failures + 1))
+fi
+# What partition prints on the terminal (blobs by size) parses too, but has no blob to run.
+"$kiln" partition "$src/examples/tinynet.onnx" --backend demo --ops "$ops" >"$work/summary.kir" 2>/dev/null
+sed -i '/^$/,$d' "$work/summary.kir"  # drop the summary lines after the program
+expect 0 "fmt --check the printed summary" -- "$kiln" fmt --check "$work/summary.kir"
+expect 1 "run a program whose blobs were printed by size" -- "$kiln" run "$work/summary.kir"
+contains "size-only blob message" "$err" "its blob was given by size only"
+
+# ---- Hostile and careless input: a clear error, never an abort (exit 134) or a huge allocation.
+# Each runs under a 4 GiB address-space cap, so an unchecked allocation of the sizes below fails
+# the test instead of the machine.
+models="$work/hostile"
+/usr/bin/python3 "$src/tests/tools/make_hostile_models.py" "$models"
+capped() { (ulimit -v 4194304; "$@"); }
+expect 1 "initializer of 2^40 bytes without data" -- capped "$kiln" run "$models/huge_initializer.onnx"
+contains "huge initializer named" "$err" "initializer 'w': field 'float_data' has 0 values, expected 274877906944 for f32[262144, 1048576] (the tensor has no data)"
+expect 1 "short raw_data declaring 8 GiB" -- capped "$kiln" run "$models/short_raw_data.onnx"
+contains "short raw_data named" "$err" "initializer 'w': field 'raw_data' has 16 bytes, expected 8589934592"
+expect 1 "input of 2^40 elements" -- capped "$kiln" run "$models/huge_input.onnx"
+contains "huge input is resource exhausted" "$err" "input 'x' (f32[1048576, 1048576]) needs 4.0 TiB, more than kiln's memory limit"
+for m in constant_of_shape_16g expand_16g; do
+  expect 1 "$m over --max-memory" -- capped "$kiln" run "$models/$m.onnx" --max-memory 1GiB
+  contains "$m names the node" "$err" "f32[4, 1073741824] needs 16.0 GiB (with 0 B of activations live), more than kiln's memory limit of 1.0 GiB (--max-memory)"
+  expect 1 "$m when memory runs out" -- capped "$kiln" run "$models/$m.onnx" --max-memory 1TiB
+  contains "$m cannot allocate" "$err" "resource exhausted"
+  contains "$m cannot allocate names the node" "$err" "cannot allocate 16.0 GiB for f32[4, 1073741824]"
+done
+expect 1 "KILN_MAX_MEMORY applies" -- env KILN_MAX_MEMORY=64M "$kiln" run "$models/expand_16g.onnx"
+contains "KILN_MAX_MEMORY named" "$err" "more than kiln's memory limit of 64.0 MiB (KILN_MAX_MEMORY)"
+expect 2 "--max-memory must be a size" -- "$kiln" run "$models/expand_16g.onnx" --max-memory lots
+expect 1 "--input naming a directory" -- "$kiln" run "$models/named_outputs.onnx" --input "input.1=$work"
+contains "--input directory message" "$err" "'$work' is a directory, expected a file"
+expect 1 "--inputs naming a directory" -- "$kiln" run "$models/named_outputs.onnx" --inputs "$work"
+contains "--inputs directory message" "$err" "'$work' is a directory, expected a file"
+expect 1 "fmt of a directory" -- "$kiln" fmt "$work"
+contains "fmt directory message" "$err" "'$work' is a directory, expected a file"
+expect 1 "inspect of a directory named .onnx" -- "$kiln" inspect "$models/ext"
+contains "inspect directory message" "$err" "is a directory, expected a file"
+expect 1 "external data through a link out of the folder" -- "$kiln" inspect "$models/ext/model.onnx"
+contains "link refusal says why" "$err" "'data' is a symbolic link to a place outside the model's folder"
+if [[ $err == *"$models/outside"* ]]; then
+  echo "FAIL: the link refusal prints the resolved path: $err"; failures=$((failures + 1))
+fi
+
+# Output and input names are the model's own (ONNX Runtime's), also as file names.
+expect 0 "run a model with named outputs" -- "$kiln" run "$models/named_outputs.onnx" --output-dir "$work/named"
+contains "output y" "$out" "output 'y': f32[2, 3]"
+contains "output probs" "$out" "output 'probs': f32[2, 3]"
+contains "input keeps its dotted name" "$out" "input 'input.1': no file given"
+if [[ ! -f $work/named/y.npy || ! -f $work/named/probs.npy ]]; then
+  echo "FAIL: outputs not written under their names: $(ls "$work/named")"; failures=$((failures + 1))
+fi
+expect 0 "input by its model name" -- "$kiln" run "$models/named_outputs.onnx" --input "input.1=$work/named/y.npy"
+expect 0 "inspect shows the model's names" -- "$kiln" inspect "$models/named_outputs.onnx"
+contains "inspect output name" "$out" "probs"
+contains "inspect input name" "$out" "input.1"
+
+# -o never writes through a planted link, and leaves no temporary file behind.
+mkdir -p "$work/out"
+echo "precious" >"$work/victim"
+for name in tiny.kir tiny.kir.tmp; do ln -sf "$work/victim" "$work/out/$name.tmp"; done
+expect 0 "import -o beside planted links" -- "$kiln" import "$src/examples/tinynet.onnx" -o "$work/out/tiny.kir"
+if [[ $(cat "$work/victim") != precious ]]; then
+  echo "FAIL: kiln wrote through a planted link"; failures=$((failures + 1))
+fi
+rm -f "$work/out"/*.tmp
+no_temp_files "import -o" "$work/out"
+ln -s "$work/victim" "$work/out/link.kir"
+expect 0 "import -o onto a link replaces the link" -- "$kiln" import "$src/examples/tinynet.onnx" -o "$work/out/link.kir"
+if [[ $(cat "$work/victim") != precious || -L $work/out/link.kir ]]; then
+  echo "FAIL: -o onto a link wrote through it"; failures=$((failures + 1))
+fi
+expect 1 "import -o onto a directory" -- "$kiln" import "$src/examples/tinynet.onnx" -o "$work/out"
+contains "output directory message" "$err" "is a directory, expected a file to write"
+expect 1 "import -o into a missing folder" -- "$kiln" import "$src/examples/tinynet.onnx" -o "$work/nope/x.kir"
+contains "missing folder message" "$err" "cannot write '$work/nope/x.kir'"
+no_temp_files "failed import -o" "$work/out"
 
 echo "kiln_tool_e2e: $passes passed, $failures failed"
 [[ $failures -eq 0 ]]

@@ -1,7 +1,5 @@
 // kiln fmt FILE.kir: parse, lint and print a program in canonical form.
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "commands.h"
 #include "kiln/ir/kir.h"
@@ -19,13 +17,11 @@ void register_fmt(CLI::App& app) {
                 cmd.add_flag("--check", *check,
                              "Print nothing; fail if the file is not in canonical form");
                 return [=]() -> Status {
-                  std::ifstream in(*path, std::ios::binary);
-                  if (!in) return io_error("cannot read '{}'", *path);
-                  std::stringstream buf;
-                  buf << in.rdbuf();
-                  std::string text = buf.str();
+                  KILN_ASSIGN_OR_RETURN(std::string text, read_file(*path));
                   KILN_ASSIGN_OR_RETURN(ExportedProgram program, parse_kir(text, *path));
                   KILN_RETURN_IF_ERROR(program.lint().with_context(*path));
+                  // Everything the file holds is printed again: values stay values, and only
+                  // what the file gave by size stays by size.
                   std::string printed = print_kir(program);
                   if (*check) {
                     if (printed != text) return invalid_argument("{} is not in canonical form", *path);

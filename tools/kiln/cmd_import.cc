@@ -1,6 +1,5 @@
 // kiln import MODEL.onnx -o OUT.kir: import an ONNX model and write its text IR.
 #include <cstdio>
-#include <limits>
 #include <memory>
 #include <vector>
 
@@ -33,11 +32,9 @@ void register_import(CLI::App& app) {
                     options.dim_values[d.substr(0, eq)] = v;
                   }
                   KILN_ASSIGN_OR_RETURN(ExportedProgram program, import_onnx_file(*path, options));
-                  // Every constant is written out in full: a .kir that kept only the sizes
-                  // of large weights would parse back to zeros and run with wrong numbers.
-                  KirPrintOptions print_options;
-                  print_options.inline_limit = std::numeric_limits<int64_t>::max();
-                  KILN_RETURN_IF_ERROR(write_file_atomic(*out, print_kir(program, print_options)));
+                  // Every constant is written out in full (print_kir's default): a .kir that
+                  // kept only the sizes of large weights would run with zeros.
+                  KILN_RETURN_IF_ERROR(write_file_atomic(*out, print_kir(program)));
                   size_t calls = 0;
                   for (Node* n : program.graph().nodes()) {
                     if (n->op() == OpKind::kCallFunction) ++calls;

@@ -4,15 +4,15 @@
 #include <map>
 
 #include "commands.h"
+#include "kiln/core/memory.h"
 #include "kiln/ir/kir.h"
 
 namespace kiln::tool {
 namespace {
 
-std::string human_bytes(size_t bytes) {
-  if (bytes >= (size_t{1} << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
-  if (bytes >= (size_t{1} << 10)) return fmt::format("{:.1f} KiB", static_cast<double>(bytes) / (1 << 10));
-  return fmt::format("{} B", bytes);
+// " (node %x)" when a signature name differs from the node that carries it.
+std::string node_note(const std::string& name, const std::string& node) {
+  return name == node ? "" : fmt::format("  (node %{})", node);
 }
 
 void print_inspection(const ExportedProgram& p, bool show_graph, std::ostream& os) {
@@ -35,7 +35,8 @@ void print_inspection(const ExportedProgram& p, bool show_graph, std::ostream& o
     Node* n = g.find(s.arg);
     std::string spec = n && n->has_spec() ? n->spec().to_string() : "?";
     if (s.kind == InputKind::kUserInput) {
-      os << fmt::format("  {:<32} {:<16} {}\n", s.arg, input_kind_name(s.kind), spec);
+      os << fmt::format("  {:<32} {:<16} {}{}\n", s.name, input_kind_name(s.kind), spec,
+                        node_note(s.name, s.arg));
     }
   }
   size_t n_params = 0;
@@ -47,19 +48,22 @@ void print_inspection(const ExportedProgram& p, bool show_graph, std::ostream& o
     const OutputSpec& s = p.signature().outputs[i];
     const Node* v = out ? out->arg(0).nodes()[i] : nullptr;
     std::string spec = v && v->has_spec() ? v->spec().to_string() : "?";
+    std::string node = v ? v->name() : "?";
+    std::string name = s.kind == OutputKind::kUserOutput ? s.name : node;
     std::string target = s.target.empty() ? "" : " -> " + s.target;
-    os << fmt::format("  {:<32} {:<16} {}{}\n", v ? v->name() : "?", output_kind_name(s.kind), spec, target);
+    os << fmt::format("  {:<32} {:<16} {}{}{}\n", name, output_kind_name(s.kind), spec, target,
+                      node_note(name, node));
   }
   const auto& constants = p.constants().entries();
   os << fmt::format("constants: {} tensors, {}\n", constants.size(),
-                    human_bytes(p.constants().total_bytes()));
+                    format_bytes(p.constants().total_bytes()));
   std::vector<std::pair<std::string, size_t>> sizes;
   for (const auto& [name, t] : constants) sizes.emplace_back(name, t.nbytes());
   std::stable_sort(sizes.begin(), sizes.end(), [](auto& a, auto& b) { return a.second > b.second; });
   for (size_t i = 0; i < sizes.size() && i < 10; ++i) {
     const Tensor& t = constants.at(sizes[i].first);
     os << fmt::format("  {:<32} {:<24} {}\n", sizes[i].first, format_shape(t.dtype(), t.shape()),
-                      human_bytes(sizes[i].second));
+                      format_bytes(sizes[i].second));
   }
   if (sizes.size() > 10) os << fmt::format("  ... and {} more\n", sizes.size() - 10);
   for (const LoweredModule& m : p.lowered_modules()) {

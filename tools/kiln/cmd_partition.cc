@@ -1,11 +1,11 @@
-// kiln partition MODEL --backend ID: partition and lower a model, print the delegated graph, the
-// WhyNoPartition table (--report) and a summary.
+// kiln partition MODEL --backend ID: partition and lower a model, print the delegated program
+// (.kir), the WhyNoPartition table (--report) and a summary.
 #include <iostream>
 
 #include "commands.h"
 #include "kiln/backends/demo/demo_backend.h"
 #include "kiln/lower/to_backend.h"
-#include "kiln/lower/utils.h"
+#include "kiln/ir/kir.h"
 #include "kiln/partition/capability_partitioner.h"
 
 namespace kiln::tool {
@@ -18,6 +18,7 @@ struct PartitionArgs {
   bool report = false;
   size_t min_nodes = 1;
   size_t max_partitions = 0;
+  std::string output;
 };
 
 // Backends by explicit list; xnnpack and htp join as they land.
@@ -55,7 +56,10 @@ Status run_partition(const PartitionArgs& args) {
   auto report = to_backend(program, partitioner, registry);
   if (!report.ok()) return report.status().with_context(args.model);
 
-  std::cout << format_delegated_graph(program);
+  // The delegated program as .kir: on the terminal in short (large constants and blobs by
+  // size), in the -o file in full, so that `kiln fmt` and `kiln run` read it back.
+  std::cout << print_kir(program, kir_summary());
+  if (!args.output.empty()) KILN_RETURN_IF_ERROR(write_file_atomic(args.output, print_kir(program)));
   if (args.report) {
     std::cout << "\nWhyNoPartition report:\n" << reporter->table();
     if (!reporter->table().empty() && reporter->table().back() != '\n') std::cout << '\n';
@@ -83,6 +87,8 @@ void register_partition(CLI::App& app) {
                     ->check(CLI::PositiveNumber);
                 cmd.add_option("--max-partitions", args->max_partitions,
                                "Keep only the N largest partitions (0: all)");
+                cmd.add_option("-o,--output", args->output,
+                               "Also write the delegated program, in full, to this .kir file");
                 return [args]() -> Status { return run_partition(*args); };
               });
 }

@@ -10,8 +10,10 @@
 #include <random>
 
 #include "commands.h"
+#include "kiln/backends/demo/demo_backend.h"
 #include "kiln/backends/portable/interpreter.h"
 #include "kiln/backends/portable/kernels.h"
+#include "kiln/core/memory.h"
 #include "kiln/core/npy.h"
 
 namespace kiln::tool {
@@ -39,10 +41,10 @@ std::string safe_name(const std::string& name) {
 }
 
 // Seeded random input for `spec`: normal floats, small integers; symbolic dims become 1.
-Tensor random_input(const TensorSpec& spec, std::mt19937_64& rng) {
+Result<Tensor> random_input(const std::string& name, const TensorSpec& spec, std::mt19937_64& rng) {
   std::vector<int64_t> shape;
   for (const Dim& d : spec.shape) shape.push_back(d.is_static() ? d.value() : 1);
-  Tensor t(spec.dtype, shape);
+  KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::create(spec.dtype, shape, fmt::format("input '{}'", name)));
   std::normal_distribution<double> normal(0.0, 1.0);
   std::uniform_int_distribution<int> small(0, 9);
   for (int64_t i = 0; i < t.numel(); ++i) {
@@ -56,7 +58,9 @@ Result<std::vector<Tensor>> gather_inputs(const RunArgs& args, const portable::I
                                           bool announce) {
   std::map<std::string, Tensor> given;
   if (!args.npz.empty()) {
-    KILN_ASSIGN_OR_RETURN(auto entries, npy::read_npz(args.npz));
+    auto read = npy::read_npz(args.npz);
+    if (!read.ok()) return read.status().with_context("--inputs");
+    auto entries = std::move(read).value();
     for (auto& [name, t] : entries) given[name] = std::move(t);
   }
   for (const std::string& spec : args.inputs) {
@@ -64,8 +68,9 @@ Result<std::vector<Tensor>> gather_inputs(const RunArgs& args, const portable::I
     if (eq == std::string::npos || eq == 0) {
       return invalid_argument("--input '{}': expected name=file.npy", spec);
     }
-    KILN_ASSIGN_OR_RETURN(Tensor t, npy::read_npy(spec.substr(eq + 1)));
-    given[spec.substr(0, eq)] = std::move(t);
+    auto t = npy::read_npy(spec.substr(eq + 1));
+    if (!t.ok()) return t.status().with_context(fmt::format("--input '{}'", spec));
+    given[spec.substr(0, eq)] = std::move(t).value();
   }
   const auto& names = interp.input_names();
   for (const auto& [name, t] : given) {
@@ -82,13 +87,26 @@ Result<std::vector<Tensor>> gather_inputs(const RunArgs& args, const portable::I
       continue;
     }
     if (!given.empty()) return invalid_argument("input '{}' is missing", names[i]);
-    inputs.push_back(random_input(interp.input_specs()[i], rng));
+    KILN_ASSIGN_OR_RETURN(Tensor t, random_input(names[i], interp.input_specs()[i], rng));
+    inputs.push_back(std::move(t));
     if (announce) {
       std::cout << fmt::format("input '{}': no file given; using seeded random {} (seed {})\n", names[i],
                                format_shape(inputs.back().dtype(), inputs.back().shape()), args.seed);
     }
   }
   return inputs;
+}
+
+// The interpreter, with the lowered modules of a delegated program (`kiln partition -o`) run by
+// their delegates.
+Result<std::unique_ptr<portable::Interpreter>> make_interpreter(ExportedProgram& program,
+                                                                portable::InterpreterOptions options) {
+  KILN_ASSIGN_OR_RETURN(auto interp, portable::Interpreter::create(program, options));
+  if (!program.lowered_modules().empty()) {
+    KILN_ASSIGN_OR_RETURN(portable::DelegateHook hook, demo::demo_delegate_hook(program));
+    interp->set_delegate_hook(std::move(hook));
+  }
+  return interp;
 }
 
 std::string summarize(const Tensor& t) {
@@ -110,7 +128,7 @@ Status run_command(const RunArgs& args) {
   KILN_ASSIGN_OR_RETURN(ExportedProgram program, load_model(args.model));
   portable::InterpreterOptions options;
   options.num_threads = std::max(1, args.threads);
-  KILN_ASSIGN_OR_RETURN(auto interp, portable::Interpreter::create(program, options));
+  KILN_ASSIGN_OR_RETURN(auto interp, make_interpreter(program, options));
   KILN_ASSIGN_OR_RETURN(auto inputs, gather_inputs(args, *interp, true));
   KILN_ASSIGN_OR_RETURN(auto result, interp->run(inputs));
   if (!args.output_dir.empty()) {
@@ -119,12 +137,17 @@ Status run_command(const RunArgs& args) {
     if (ec) return io_error("cannot create '{}': {}", args.output_dir, ec.message());
   }
   const auto& names = interp->output_names();
+  std::map<std::string, std::string> files;  // file name -> output that takes it
   for (size_t i = 0; i < result.outputs.size(); ++i) {
     const Tensor& t = result.outputs[i];
     std::cout << fmt::format("output '{}': {} {}\n", names[i], format_shape(t.dtype(), t.shape()), summarize(t));
     if (!args.output_dir.empty()) {
-      std::string path = (std::filesystem::path(args.output_dir) / (safe_name(names[i]) + ".npy")).string();
-      KILN_RETURN_IF_ERROR(npy::write_npy(path, t));
+      std::string file = safe_name(names[i]) + ".npy";
+      if (auto [it, fresh] = files.emplace(file, names[i]); !fresh) {
+        return invalid_argument("outputs '{}' and '{}' would both be written to '{}' in '{}'",
+                                it->second, names[i], file, args.output_dir);
+      }
+      KILN_RETURN_IF_ERROR(npy::write_npy((std::filesystem::path(args.output_dir) / file).string(), t));
     }
   }
   const auto& m = interp->memory_stats();
@@ -137,7 +160,7 @@ Status bench_command(const RunArgs& args) {
   KILN_ASSIGN_OR_RETURN(ExportedProgram program, load_model(args.model));
   portable::InterpreterOptions options;
   options.num_threads = std::max(1, args.threads);
-  KILN_ASSIGN_OR_RETURN(auto interp, portable::Interpreter::create(program, options));
+  KILN_ASSIGN_OR_RETURN(auto interp, make_interpreter(program, options));
   KILN_ASSIGN_OR_RETURN(auto inputs, gather_inputs(args, *interp, false));
   std::vector<double> ms;
   for (int i = 0; i < args.warmup + args.runs; ++i) {
@@ -165,6 +188,16 @@ void add_model_options(CLI::App& sub, RunArgs& args) {
   sub.add_option("--inputs", args.npz, ".npz holding inputs by name");
   sub.add_option("--threads", args.threads, "threads (default 1)");
   sub.add_option("--seed", args.seed, "seed for random inputs (default 0)");
+  sub.add_option_function<std::string>(
+         "--max-memory",
+         [](const std::string& v) {
+           auto bytes = parse_byte_size(v);
+           if (!bytes.ok() || *bytes == 0) throw CLI::ValidationError("--max-memory", "expected a byte size such as 512M or 4GiB");
+           set_memory_limit(static_cast<size_t>(*bytes));
+           set_memory_limit_source("--max-memory");
+         },
+         "largest memory kiln may use for one tensor or a run's activations, e.g. 4GiB "
+         "(default: the memory available; KILN_MAX_MEMORY)");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "commands.h"
+#include "kiln/core/memory.h"
 #include "kiln/ir/kir.h"
 
 namespace kiln::tool {
@@ -38,9 +39,24 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   if (g_selected == nullptr) return 2;
-  kiln::Status st = (*g_selected)();
+  kiln::Status st;
+  try {
+    st = (*g_selected)();
+  } catch (const std::bad_alloc&) {
+    // The last resort: sizes from input are checked before they are allocated, so this is memory
+    // that ran out for a size that passed the checks.
+    st = kiln::resource_exhausted("out of memory: the machine could not give memory that kiln's "
+                                  "limit of {} ({}) allows; a lower --max-memory names the "
+                                  "tensor that needs it",
+                                  kiln::format_bytes(kiln::memory_limit()),
+                                  kiln::memory_limit_source());
+  }
   if (!st.ok()) {
-    std::fprintf(stderr, "kiln: error: %s\n", st.message().c_str());
+    // Running out of memory and kiln's own bugs say so; the rest speak for themselves.
+    bool named = st.code() == kiln::StatusCode::kResourceExhausted ||
+                 st.code() == kiln::StatusCode::kInternal;
+    std::fprintf(stderr, "kiln: error: %s%s%s\n", named ? kiln::status_code_name(st.code()) : "",
+                 named ? ": " : "", st.message().c_str());
     return 1;
   }
   return 0;

@@ -30,6 +30,9 @@ struct InputSpec {
   std::string arg;         ///< placeholder node name
   std::string target;      ///< constant-store name (parameter, buffer, constant); empty for users
   bool persistent = true;  ///< buffers only: saved with the model (state_dict) or not
+  /// User inputs only: the name callers know it by, the model's own (an ONNX graph input name
+  /// such as "input.1", kept exactly even where the placeholder had to be renamed).
+  std::string name;
 
   bool operator==(const InputSpec&) const = default;
 };
@@ -38,9 +41,16 @@ struct InputSpec {
 struct OutputSpec {
   OutputKind kind = OutputKind::kUserOutput;
   std::string target;  ///< buffer name (buffer mutation) or user input name (input mutation)
+  /// User outputs only: the name callers know it by, the model's own (an ONNX graph output
+  /// name). It stays when passes replace the returned node (lowering returns a getitem).
+  std::string name;
 
   bool operator==(const OutputSpec&) const = default;
 };
+
+/// Names each user output in `specs` that has no name after its value node in `values` (same
+/// length), adding "_1", "_2", ... where that name is already an output's.
+void name_user_outputs(const std::vector<Node*>& values, std::vector<OutputSpec>& specs);
 
 struct GraphSignature {
   std::vector<InputSpec> inputs;
@@ -82,7 +92,9 @@ struct LoweredModule {
   std::string name;        ///< e.g. "lowered_module_0"; the get_attr target
   std::string backend_id;  ///< e.g. "xnnpack"
   std::vector<CompileSpec> compile_specs;
-  std::shared_ptr<const std::vector<uint8_t>> processed_bytes;  ///< the delegate blob
+  /// The delegate blob. An ElidedStorage when a text form gave its size only (zeros, which no
+  /// runtime accepts); shared with payloads and program files that view it.
+  std::shared_ptr<const Storage> processed_bytes;
   std::shared_ptr<ExportedProgram> original_module;  ///< the submodule before preprocess
   /// Debug-handle map: handle -> node handles of the original graph it covers.
   std::map<int64_t, std::vector<int64_t>> debug_handle_map;
@@ -108,8 +120,9 @@ class ExportedProgram {
 
   // ---- Signature-keeping edits.
 
-  /// Adds a user input placeholder.
-  Node* add_user_input(std::string_view name, TensorSpec spec);
+  /// Adds a user input placeholder named `name` (made unique if taken); its signature name is
+  /// `user_name`, or the placeholder's name when that is empty.
+  Node* add_user_input(std::string_view name, TensorSpec spec, std::string user_name = "");
   /// Adds a parameter placeholder `name` backed by constant `target` (stored from `value`).
   Node* add_parameter(std::string_view name, const std::string& target, Tensor value);
   /// Adds a buffer placeholder; `persistent` as in torch's register_buffer.
@@ -117,7 +130,8 @@ class ExportedProgram {
                    bool persistent = true);
   /// Adds a lifted tensor constant placeholder.
   Node* add_constant(std::string_view name, const std::string& target, Tensor value);
-  /// Sets the outputs and their specs (same length).
+  /// Sets the outputs and their specs (same length). User outputs without a name are named by
+  /// name_user_outputs.
   Status set_outputs(const std::vector<Node*>& values, std::vector<OutputSpec> specs);
   /// Erases placeholder `node` (which must have no users) and its input spec. The constant it
   /// named is dropped too unless another input still names it.
@@ -131,12 +145,16 @@ class ExportedProgram {
   std::vector<Node*> user_inputs() const;
   /// Values returned as user outputs, in order.
   std::vector<Node*> user_outputs() const;
+  /// Signature names of the user inputs / user outputs, in order.
+  std::vector<std::string> user_input_names() const;
+  std::vector<std::string> user_output_names() const;
   /// Buffer names that some output mutates.
   std::vector<std::string> mutated_buffers() const;
 
   /// graph().lint() plus signature checks: one input spec per placeholder in order, one output
   /// spec per returned value, every constant target present with the placeholder's spec,
-  /// mutation targets valid, get_attr targets present.
+  /// mutation targets valid, get_attr targets present, user input and user output names
+  /// non-empty and unique.
   Status lint() const;
 
   /// Deep copy: a new graph with the same nodes (by name), same signature; constants share bytes.

@@ -28,7 +28,7 @@ std::vector<Node*> get_delegates(const Graph& graph);
 struct DelegatedPayload {
   std::string backend_id;                            ///< the runtime that takes the blob
   std::vector<CompileSpec> compile_specs;            ///< as given to preprocess
-  std::shared_ptr<const std::vector<uint8_t>> blob;  ///< shared with the LoweredModule
+  std::shared_ptr<const Storage> blob;               ///< shared with the LoweredModule
 };
 
 /// Lowered module name -> its payload.

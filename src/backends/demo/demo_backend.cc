@@ -1,9 +1,8 @@
-// Demo backend, compile side: op-set support, preprocess (submodule -> .kir blob), registration.
+// Demo backend, compile side: op-set support, preprocess (submodule -> blob), registration.
 #include "kiln/backends/demo/demo_backend.h"
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 
 #include "kiln/ir/kir.h"
 #include "kiln/lower/delegate_mapping.h"
@@ -16,6 +15,8 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
 }
+
+size_t align_up(size_t n) { return (n + kBlobAlign - 1) / kBlobAlign * kBlobAlign; }
 
 }  // namespace
 
@@ -82,14 +83,26 @@ Result<PreprocessResult> DemoBackend::preprocess(const ExportedProgram& submodul
     auto id = mapping.insert({n});
     if (!id.ok()) return id.status().with_context("demo backend");
   }
+  // The program as text with every constant by size, then the constants' bytes (binary, each
+  // aligned), so the blob holds each weight once and the runtime views it in place.
   KirPrintOptions options;
-  options.inline_limit = std::numeric_limits<int64_t>::max();  // the blob must hold every byte
+  options.inline_limit = -1;
   options.print_lowered_modules = false;
   std::string text = print_kir(submodule, options);
+  size_t total = align_up(kBlobMagic.size() + 8 + text.size());
+  for (const auto& [name, t] : submodule.constants().entries()) total += align_up(t.nbytes());
   PreprocessResult result;
-  text.insert(0, kBlobMagic);
-  result.processed_bytes.resize(text.size());
-  std::memcpy(result.processed_bytes.data(), text.data(), text.size());
+  std::vector<uint8_t>& blob = result.processed_bytes;
+  blob.assign(total, 0);
+  std::memcpy(blob.data(), kBlobMagic.data(), kBlobMagic.size());
+  uint64_t text_size = text.size();
+  for (int i = 0; i < 8; ++i) blob[kBlobMagic.size() + i] = static_cast<uint8_t>(text_size >> (8 * i));
+  std::memcpy(blob.data() + kBlobMagic.size() + 8, text.data(), text.size());
+  size_t at = align_up(kBlobMagic.size() + 8 + text.size());
+  for (const auto& [name, t] : submodule.constants().entries()) {
+    if (t.nbytes() > 0) std::memcpy(blob.data() + at, t.data(), t.nbytes());
+    at += align_up(t.nbytes());
+  }
   KILN_ASSIGN_OR_RETURN(result.debug_handle_map, mapping.get_integer_delegate_mapping());
   return result;
 }
