@@ -4,7 +4,13 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "kiln/core/memory.h"
 #include "kiln/ir/kir.h"
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  kiln::set_memory_limit(size_t{512} << 20);
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

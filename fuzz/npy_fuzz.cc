@@ -4,7 +4,13 @@
 #include <cstdlib>
 #include <span>
 
+#include "kiln/core/memory.h"
 #include "kiln/core/npy.h"
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  kiln::set_memory_limit(size_t{512} << 20);
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::span<const uint8_t> bytes(data, size);

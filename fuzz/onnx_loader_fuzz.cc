@@ -4,7 +4,15 @@
 #include <cstdlib>
 #include <span>
 
+#include "kiln/core/memory.h"
 #include "kiln/onnx/import.h"
+
+// Sizes a model declares are checked against the data present, and computed ones against the
+// memory limit: with a limit under libFuzzer's, any allocation it flags is a bug.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  kiln::set_memory_limit(size_t{512} << 20);
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kiln::OnnxImportOptions options;

@@ -330,12 +330,12 @@ Status Importer::load_initializers(onnx::GraphProto& g) {
     if (init.name().empty()) return invalid_argument("an initializer has no name");
     std::string what = fmt::format("initializer '{}'", init.name());
     if (values_.count(init.name())) return invalid_argument("{} is defined twice", what);
-    KILN_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(init, base_dir_, what));
+    KILN_ASSIGN_OR_RETURN(Tensor t, take_tensor_from_proto(init, base_dir_, what));
     Value& v = values_[init.name()];
     v.onnx_name = init.name();
     v.constant = std::move(t);
-    // The proto's copy of the bytes is no longer needed: free it now, so a model's weights are
-    // held once, not twice, while the rest imports.
+    // Whatever the proto still holds (typed fields) is no longer needed: free it now, so a
+    // model's weights are held once, not twice, while the rest imports.
     onnx::TensorProto().Swap(&init);
   }
   return Status::Ok();

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "kiln/core/file.h"
+#include "kiln/core/memory.h"
 
 namespace kiln::onnx_import {
 namespace {
@@ -218,8 +219,21 @@ Status check_shape(std::span<const int64_t> shape, const std::string& what) {
   return Status::Ok();
 }
 
-Result<Tensor> tensor_from_proto(const TP& proto, const std::string& base_dir,
-                                 const std::string& what) {
+namespace {
+
+// Bytes taken over from a protobuf string field.
+class StringStorage final : public Storage {
+ public:
+  explicit StringStorage(std::string bytes) : bytes_(std::move(bytes)) {}
+  const uint8_t* data() const override { return reinterpret_cast<const uint8_t*>(bytes_.data()); }
+  size_t size() const override { return bytes_.size(); }
+
+ private:
+  std::string bytes_;
+};
+
+Result<Tensor> convert(const TP& proto, std::string* take_raw, const std::string& base_dir,
+                       const std::string& what) {
   if (proto.has_segment()) return unsupported("{}: segmented tensors are not supported", what);
   auto dtype = dtype_from_onnx(proto.data_type());
   if (!dtype) {
@@ -243,6 +257,10 @@ Result<Tensor> tensor_from_proto(const TP& proto, const std::string& base_dir,
     if (raw.size() != nbytes) {
       return invalid_argument("{}: field 'raw_data' has {} bytes, expected {} for {}", what,
                               raw.size(), nbytes, format_shape(*dtype, shape));
+    }
+    if (take_raw != nullptr && nbytes > 0) {
+      KILN_RETURN_IF_ERROR(check_memory(nbytes, fmt::format("{} ({})", what, format_shape(*dtype, shape))));
+      return Tensor(*dtype, shape, std::make_shared<StringStorage>(std::move(*take_raw)));
     }
     KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::create(*dtype, shape, what));
     if (nbytes > 0) std::memcpy(t.mutable_data(), raw.data(), nbytes);
@@ -287,6 +305,18 @@ Result<Tensor> tensor_from_proto(const TP& proto, const std::string& base_dir,
       break;
   }
   return t;
+}
+
+}  // namespace
+
+Result<Tensor> tensor_from_proto(const TP& proto, const std::string& base_dir,
+                                 const std::string& what) {
+  return convert(proto, nullptr, base_dir, what);
+}
+
+Result<Tensor> take_tensor_from_proto(TP& proto, const std::string& base_dir,
+                                      const std::string& what) {
+  return convert(proto, proto.has_raw_data() ? proto.mutable_raw_data() : nullptr, base_dir, what);
 }
 
 }  // namespace kiln::onnx_import

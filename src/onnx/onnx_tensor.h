@@ -26,6 +26,11 @@ int32_t dtype_to_onnx(DType dtype);
 [[nodiscard]] Result<Tensor> tensor_from_proto(const onnx::TensorProto& proto,
                                                const std::string& base_dir,
                                                const std::string& what);
+/// The same, but a tensor held in raw_data takes those bytes over instead of copying them (the
+/// proto's raw_data is left empty), so a model's weights are in memory once.
+[[nodiscard]] Result<Tensor> take_tensor_from_proto(onnx::TensorProto& proto,
+                                                    const std::string& base_dir,
+                                                    const std::string& what);
 
 /// Checks a static shape from a file: non-negative dims and at most kMaxElements elements.
 [[nodiscard]] Status check_shape(std::span<const int64_t> shape, const std::string& what);

@@ -154,6 +154,25 @@ if [[ $err == *"$models/outside"* ]]; then
   echo "FAIL: the link refusal prints the resolved path: $err"; failures=$((failures + 1))
 fi
 
+# Constants are shared, not copied, on the way through import and lowering: with one 64 MiB
+# weight, import holds it about 1.5 times (protobuf's buffer; 3 before: file, proto, tensor), partition
+# about twice (weight + blob; 5 before, with the blob as text).
+peak_mib() { /usr/bin/time -f '%M' -o "$work/rss" "$@" >/dev/null 2>&1 && echo $(($(cat "$work/rss") / 1024)); }
+base=$(peak_mib "$kiln" inspect "$models/named_outputs.onnx")
+for step in "inspect:150" "partition:200"; do
+  cmd=${step%%:*} limit=${step##*:}
+  if [[ $cmd == inspect ]]; then
+    mib=$(peak_mib "$kiln" inspect "$models/weight_64m.onnx")
+  else
+    mib=$(peak_mib "$kiln" partition "$models/weight_64m.onnx" --backend demo --ops mm,matmul,relu)
+  fi
+  if [[ -z $mib || $((mib - base)) -gt $limit ]]; then
+    echo "FAIL: $cmd of a 64 MiB weight peaks at ${mib:-?} MiB (base $base MiB), over +$limit MiB"; failures=$((failures + 1))
+  else
+    passes=$((passes + 1))
+  fi
+done
+
 # Output and input names are the model's own (ONNX Runtime's), also as file names.
 expect 0 "run a model with named outputs" -- "$kiln" run "$models/named_outputs.onnx" --output-dir "$work/named"
 contains "output y" "$out" "output 'y': f32[2, 3]"

@@ -62,6 +62,14 @@ def main(out_dir):
              helper.make_node("Softmax", ["y"], ["probs"], name="/head/Softmax")]
     save(helper.make_graph(nodes, "g", [x], [out("y"), out("probs")]), p("named_outputs.onnx"))
 
+    # One 64 MiB weight (random, so no text or compression trick makes it small): partitioning it
+    # must hold about two copies (the weight and the delegate blob), not five.
+    w = numpy_helper.from_array(
+        np.random.default_rng(0).standard_normal((1024, 16384), dtype=np.float32), "W")
+    x = helper.make_tensor_value_info("x", F, [1, 1024])
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["y"]), helper.make_node("Relu", ["y"], ["z"])]
+    save(helper.make_graph(nodes, "g", [x], [out("z")], [w]), p("weight_64m.onnx"))
+
     # External data reached through a symbolic link that leads out of the model's folder.
     ext = os.path.join(out_dir, "ext")
     os.makedirs(ext, exist_ok=True)
