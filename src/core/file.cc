@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <utility>
 
 #include "kiln/core/memory.h"
 
@@ -86,9 +87,9 @@ Status write_file_atomic(const std::string& path, std::string_view bytes) {
     }
   }
   if (f.fd < 0) return io_error("cannot write '{}': no free temporary name in its folder", path);
-  auto fail = [&](std::string what) {
+  auto fail = [&](std::string_view what) {
     int e = errno;
-    ::close(f.fd);
+    if (f.fd >= 0) ::close(f.fd);
     f.fd = -1;
     ::unlink(tmp.c_str());
     return io_error("cannot write '{}': {}: {}", path, what, errno_text(e));
@@ -101,16 +102,9 @@ Status write_file_atomic(const std::string& path, std::string_view bytes) {
     done += static_cast<size_t>(n);
   }
   if (::fsync(f.fd) != 0) return fail("flush failed");
-  if (::close(f.fd) != 0) {
-    f.fd = -1;
-    return fail("close failed");
-  }
-  f.fd = -1;
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return io_error("cannot write '{}': rename failed: {}", path, errno_text(e));
-  }
+  int closed = ::close(std::exchange(f.fd, -1));
+  if (closed != 0) return fail("close failed");
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename failed");
   return Status::Ok();
 }
 

@@ -16,8 +16,6 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-size_t align_up(size_t n) { return (n + kBlobAlign - 1) / kBlobAlign * kBlobAlign; }
-
 }  // namespace
 
 Result<std::vector<OpId>> parse_op_list(std::string_view list) {
@@ -89,8 +87,9 @@ Result<PreprocessResult> DemoBackend::preprocess(const ExportedProgram& submodul
   options.inline_limit = -1;
   options.print_lowered_modules = false;
   std::string text = print_kir(submodule, options);
-  size_t total = align_up(kBlobMagic.size() + 8 + text.size());
-  for (const auto& [name, t] : submodule.constants().entries()) total += align_up(t.nbytes());
+  const size_t data_start = blob_align(kBlobMagic.size() + 8 + text.size());
+  size_t total = data_start;
+  for (const auto& [name, t] : submodule.constants().entries()) total += blob_align(t.nbytes());
   PreprocessResult result;
   std::vector<uint8_t>& blob = result.processed_bytes;
   blob.assign(total, 0);
@@ -98,10 +97,10 @@ Result<PreprocessResult> DemoBackend::preprocess(const ExportedProgram& submodul
   uint64_t text_size = text.size();
   for (int i = 0; i < 8; ++i) blob[kBlobMagic.size() + i] = static_cast<uint8_t>(text_size >> (8 * i));
   std::memcpy(blob.data() + kBlobMagic.size() + 8, text.data(), text.size());
-  size_t at = align_up(kBlobMagic.size() + 8 + text.size());
+  size_t at = data_start;
   for (const auto& [name, t] : submodule.constants().entries()) {
     if (t.nbytes() > 0) std::memcpy(blob.data() + at, t.data(), t.nbytes());
-    at += align_up(t.nbytes());
+    at += blob_align(t.nbytes());
   }
   KILN_ASSIGN_OR_RETURN(result.debug_handle_map, mapping.get_integer_delegate_mapping());
   return result;

@@ -36,11 +36,10 @@ Result<DemoDelegate> DemoDelegate::init(std::span<const uint8_t> blob,
   d.program_ = std::make_unique<ExportedProgram>(std::move(parsed).value());
   // The constants' bytes follow the text; each parsed (elided) constant becomes a view of them.
   size_t at = header + static_cast<size_t>(text_size);
-  auto align = [](size_t n) { return (n + kBlobAlign - 1) / kBlobAlign * kBlobAlign; };
   std::shared_ptr<const void> no_owner;  // the blob outlives the delegate (see init's contract)
   for (auto& [name, t] : d.program_->constants().entries()) {
     const size_t n = t.nbytes();
-    at = align(at);
+    at = blob_align(at);
     if (at > blob.size() || n > blob.size() - at) {
       return parse_error("demo delegate: constant '{}' ({}, {} bytes) at offset {} runs past the "
                          "end of the {}-byte blob",

@@ -27,6 +27,8 @@ inline constexpr std::string_view kOpsSpecKey = "ops";
 /// constant's bytes in the constant store's (name) order, each padded to kBlobAlign.
 inline constexpr std::string_view kBlobMagic = "KILNDEMO2\n";
 inline constexpr size_t kBlobAlign = 64;
+/// `n` rounded up to a multiple of kBlobAlign: where the next part of a demo blob starts.
+inline constexpr size_t blob_align(size_t n) { return (n + kBlobAlign - 1) / kBlobAlign * kBlobAlign; }
 
 /// Parses "add,mul" (spaces allowed) into op ids; an unknown or empty name is an error naming it.
 Result<std::vector<OpId>> parse_op_list(std::string_view list);
