@@ -1,5 +1,7 @@
 #include "kiln/ir/compare.h"
 
+#include <span>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -68,13 +70,41 @@ class SameNodeChecker {
     for (size_t i = 0; i < a->kwargs().size(); ++i) {
       if (!same_arg(a->kwargs()[i], b->kwargs()[i])) return false;
     }
+    return same_repeats(a, b);
+  }
+
+  // The args matched position by position, so the operand lists align. The reference compares
+  // the distinct input nodes (all_input_nodes): add(r, r2) is not add(r, r) even when r2 is the
+  // same as r. So operand i must repeat operand j of one node exactly when it does of the other.
+  bool same_repeats(const Node* a, const Node* b) {
+    std::span<const Use> x = a->operands();
+    std::span<const Use> y = b->operands();
+    if (x.size() != y.size()) return false;
+    if (x.size() <= kSmallOperands) {
+      for (size_t i = 1; i < x.size(); ++i) {
+        for (size_t j = 0; j < i; ++j) {
+          if ((x[i].value == x[j].value) != (y[i].value == y[j].value)) return false;
+        }
+      }
+      return true;
+    }
+    first_x_.clear();
+    first_y_.clear();
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (first_x_.emplace(x[i].value, i).first->second !=
+          first_y_.emplace(y[i].value, i).first->second) {
+        return false;
+      }
+    }
     return true;
   }
 
   static constexpr uint32_t kNone = 0xffffffffu;
+  static constexpr size_t kSmallOperands = 16;
   std::vector<uint32_t> first_match_;
   std::unordered_set<uint64_t> others_;
   std::vector<std::pair<const Node*, const Node*>> stack_;
+  std::unordered_map<const Node*, size_t> first_x_, first_y_;
 };
 
 }  // namespace

@@ -74,6 +74,13 @@ const TensorSpec& Node::spec() const {
   return meta.val[0];
 }
 
+bool is_shape_dynamic(const Node& node) {
+  for (const TensorSpec& s : node.meta.val) {
+    if (!s.is_static()) return true;
+  }
+  return false;
+}
+
 Graph::Graph() = default;
 
 Graph::~Graph() {

@@ -1,6 +1,7 @@
 #include "kiln/lower/to_backend.h"
 
 #include <algorithm>
+#include <set>
 #include <unordered_map>
 
 #include "kiln/ir/compare.h"
@@ -77,7 +78,9 @@ Result<LoweringReport> lower_impl(ExportedProgram& program, const PartitionResul
     if (n->op() == OpKind::kCallFunction) ++report.nodes_total;
   }
   if (options.duplicate_constants) {
-    auto dup = duplicate_constants_for_partitions(program);
+    std::set<std::string> tags;
+    for (const auto& entry : partition.partition_tags) tags.insert(entry.first);
+    auto dup = duplicate_constants_for_partitions(program, tags);
     if (!dup.ok()) return dup.status().with_context("to_backend");
     report.constants_duplicated = dup->copies;
     report.duplicated_bytes = dup->bytes;

@@ -1,6 +1,6 @@
 #include "kiln/lower/utils.h"
 
-#include <sstream>
+#include <iostream>
 
 #include "kiln/ir/kir.h"
 
@@ -8,10 +8,24 @@ namespace kiln {
 namespace {
 
 constexpr std::string_view kIndent = "  ";
+constexpr std::string_view kLoweredPrefix = "lowered_module_";
 
+// ExecuTorch's _get_item_from_executorch_call_delegate. Its other two checks (two args, an int
+// index) are getitem's schema, which every kiln node obeys.
 bool is_delegate_getitem(const Node* n) {
-  return n->is_call(OpId::kGetitem) && n->num_args() >= 1 && n->arg(0).is_node() &&
+  return n->is_call(OpId::kGetitem) && n->arg(0).is_node() &&
          n->arg(0).node()->is_call(OpId::kCallDelegate);
+}
+
+// How ExecuTorch finds a delegate: a get_attr node named lowered_module_*.
+bool is_delegate_attr(const Node* n) {
+  return n->op() == OpKind::kGetAttr && n->name().starts_with(kLoweredPrefix);
+}
+
+// The lowered module a delegate get_attr reads (by its target, which the node's name follows
+// for every get_attr to_backend makes), or null.
+const LoweredModule* module_of(const ExportedProgram& program, const Node* n) {
+  return is_delegate_attr(n) ? program.find_lowered_module(n->target_name()) : nullptr;
 }
 
 void append_indented(std::string& out, std::string_view text, size_t depth) {
@@ -63,14 +77,12 @@ std::string format_delegated_graph(const ExportedProgram& program) {
     std::string_view name = defined_name(line);
     if (!name.empty()) {
       const Node* n = program.graph().find(name);
-      if (n != nullptr && n->op() == OpKind::kGetAttr) {
-        const auto& mods = program.lowered_modules();
-        for (size_t i = 0; i < mods.size(); ++i) {
-          if (printed[i] || mods[i].name != n->target_name()) continue;
-          size_t depth = (line.find_first_not_of(' ') / kIndent.size()) + 2;
-          append_module(out, mods[i], depth);
-          printed[i] = 1;
-        }
+      const LoweredModule* m = n != nullptr ? module_of(program, n) : nullptr;
+      size_t i = m != nullptr ? static_cast<size_t>(m - program.lowered_modules().data()) : 0;
+      if (m != nullptr && !printed[i]) {
+        size_t depth = (line.find_first_not_of(' ') / kIndent.size()) + 2;
+        append_module(out, *m, depth);
+        printed[i] = 1;
       }
     }
     start = end + 1;
@@ -79,9 +91,17 @@ std::string format_delegated_graph(const ExportedProgram& program) {
   for (size_t i = 0; i < mods.size(); ++i) {
     if (printed[i]) continue;
     out += fmt::format("{}:\n", mods[i].name.empty() ? "<unnamed lowered module>" : mods[i].name);
-    append_module(out, mods[i], 1);
+    append_module(out, mods[i], 2);  // one level of the graph's layout (4 spaces)
   }
   return out;
+}
+
+void print_delegated_graph(const ExportedProgram& program, std::ostream& os) {
+  os << format_delegated_graph(program) << '\n';
+}
+
+void print_delegated_graph(const ExportedProgram& program) {
+  print_delegated_graph(program, std::cout);
 }
 
 std::vector<Node*> get_non_lowered_nodes(const Graph& graph) {
@@ -99,15 +119,17 @@ std::vector<Node*> get_non_lowered_nodes(const Graph& graph) {
 std::vector<Node*> get_delegates(const Graph& graph) {
   std::vector<Node*> out;
   for (Node* n : graph.nodes()) {
-    if (n->is_call(OpId::kCallDelegate)) out.push_back(n);
+    if (is_delegate_attr(n)) out.push_back(n);
   }
   return out;
 }
 
 std::map<std::string, DelegatedPayload> get_delegated_payload(const ExportedProgram& program) {
   std::map<std::string, DelegatedPayload> out;
-  for (const LoweredModule& m : program.lowered_modules()) {
-    out[m.name] = DelegatedPayload{m.backend_id, m.compile_specs, m.processed_bytes};
+  for (Node* n : program.graph().nodes()) {
+    const LoweredModule* m = module_of(program, n);
+    if (m == nullptr) continue;
+    out[n->name()] = DelegatedPayload{m->backend_id, m->compile_specs, m->processed_bytes};
   }
   return out;
 }

@@ -196,7 +196,7 @@ Proposal propose_partitions(const ExportedProgram& program, const OperatorSuppor
   }
   off[n_nodes] = static_cast<uint32_t>(preds.size());
   auto reject = [&](const Node* n, std::string_view reason) {
-    if (options.reporter) options.reporter->report(*n, reason);
+    if (options.reporter) options.reporter->report_reject(*n, reason);
   };
 
   // 1. Support.

@@ -1,6 +1,7 @@
 #include "kiln/partition/constant_tagging.h"
 
 #include <algorithm>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -68,23 +69,42 @@ size_t tag_constant_data(ExportedProgram& program) {
     const InputSpec* spec = spec_of(program, idx, ph);
     if (spec == nullptr || spec->kind == InputKind::kUserInput) continue;
     if (spec->kind == InputKind::kBuffer && mutated.count(spec->target)) continue;
-    if (!ph->has_uses()) continue;
     const std::string* smallest = nullptr;
-    bool all_tagged = true;
     for (const Use& u : ph->uses()) {
       const std::string& t = u.user->meta.delegation_tag;
-      if (t.empty()) {
-        all_tagged = false;
-        break;
-      }
-      if (smallest == nullptr || tag_less(t, *smallest)) smallest = &t;
+      if (!t.empty() && (smallest == nullptr || tag_less(t, *smallest))) smallest = &t;
     }
-    if (!all_tagged) continue;
+    if (smallest == nullptr) continue;
     ph->meta.delegation_tag = *smallest;
     ++tagged;
   }
   return tagged;
 }
+
+namespace {
+
+// One node that reads or writes a mutated buffer, as tag_mutated_buffer names it.
+struct BufferUser {
+  const Node* node;
+  const Node* writer;  // the new value it reads, for a reader of the new value
+  enum Role { kReader, kWriter, kNewValueReader } role;
+
+  std::string phrase() const {
+    switch (role) {
+      case kReader: return fmt::format("its reader '{}'", node->name());
+      case kWriter: return fmt::format("its new value '{}'", node->name());
+      case kNewValueReader:
+        return fmt::format("'{}', which reads its new value '{}',", node->name(), writer->name());
+    }
+    return {};
+  }
+  std::string tag_phrase() const {
+    const std::string& t = node->meta.delegation_tag;
+    return t.empty() ? std::string("not tagged") : fmt::format("tagged '{}'", t);
+  }
+};
+
+}  // namespace
 
 std::vector<std::string> tag_mutated_buffer(ExportedProgram& program) {
   std::vector<std::string> warnings;
@@ -93,79 +113,99 @@ std::vector<std::string> tag_mutated_buffer(ExportedProgram& program) {
   if (out == nullptr) return warnings;
   const std::vector<Node*>& values = out->arg(0).nodes();
   const auto& outs = program.signature().outputs;
-  std::unordered_map<std::string, size_t> mutation_output;  // buffer target -> output index
+  std::unordered_map<std::string, std::vector<size_t>> writers;  // buffer -> mutation outputs
   for (size_t i = 0; i < outs.size() && i < values.size(); ++i) {
-    if (outs[i].kind == OutputKind::kBufferMutation) mutation_output.emplace(outs[i].target, i);
+    if (outs[i].kind == OutputKind::kBufferMutation) writers[outs[i].target].push_back(i);
   }
   auto idx = input_index(program);
   for (Node* ph : g.placeholders()) {
     const InputSpec* spec = spec_of(program, idx, ph);
     if (spec == nullptr || spec->kind != InputKind::kBuffer) continue;
-    auto mo = mutation_output.find(spec->target);
-    if (mo == mutation_output.end()) continue;
-    const Node* writer = values[mo->second];
-    std::string tag = ph->meta.delegation_tag;
-    if (tag.empty() && writer->op() == OpKind::kCallFunction) tag = writer->meta.delegation_tag;
-    if (tag.empty()) {
-      for (const Use& u : ph->uses()) {
-        if (!u.user->meta.delegation_tag.empty()) {
-          tag = u.user->meta.delegation_tag;
-          break;
+    auto wit = writers.find(spec->target);
+    if (wit == writers.end()) continue;
+
+    // Everything that must sit in one partition with the buffer: the readers of its old value
+    // (the output node among them when the old value is returned), its writers and the readers
+    // of its new value.
+    std::vector<BufferUser> users;
+    for (const Node* r : ph->users()) users.push_back({r, nullptr, BufferUser::kReader});
+    for (size_t i : wit->second) users.push_back({values[i], nullptr, BufferUser::kWriter});
+    for (size_t i : wit->second) {
+      for (const Node* r : values[i]->users()) {
+        if (r->op() != OpKind::kOutput) {
+          users.push_back({r, values[i], BufferUser::kNewValueReader});
         }
       }
     }
-    if (tag.empty()) continue;  // nothing of it is delegated
-
-    auto tag_phrase = [](const Node* n) {
-      return n->meta.delegation_tag.empty() ? std::string("not tagged")
-                                            : fmt::format("tagged '{}'", n->meta.delegation_tag);
-    };
-    std::string why;
-    for (const Node* r : ph->users()) {
-      if (r->op() == OpKind::kOutput) {
-        why = "it is returned as an output";
-      } else if (r->meta.delegation_tag != tag) {
-        why = fmt::format("its reader '{}' is {}", r->name(), tag_phrase(r));
-      }
-      if (!why.empty()) break;
+    const BufferUser* tagged = nullptr;  // the first tagged user
+    const BufferUser* other = nullptr;   // the first user not tagged like it
+    for (const BufferUser& u : users) {
+      if (tagged == nullptr && !u.node->meta.delegation_tag.empty()) tagged = &u;
     }
-    if (why.empty() && writer->op() != OpKind::kCallFunction) {
-      why = fmt::format("its new value '{}' is a {}", writer->name(), op_kind_name(writer->op()));
-    }
-    if (why.empty() && writer->meta.delegation_tag != tag) {
-      why = fmt::format("its new value '{}' is {}", writer->name(), tag_phrase(writer));
-    }
-    if (why.empty()) {
-      for (const Node* r : writer->users()) {
-        if (r->op() == OpKind::kOutput || r->meta.delegation_tag == tag) continue;
-        why = fmt::format("its new value '{}' is read by '{}', which is {}", writer->name(),
-                          r->name(), tag_phrase(r));
+    for (const BufferUser& u : users) {
+      if (tagged == nullptr || u.node->meta.delegation_tag != tagged->node->meta.delegation_tag) {
+        other = &u;
         break;
       }
     }
-    if (why.empty()) {
-      for (size_t j = 0; j < values.size(); ++j) {
-        if (j != mo->second && values[j] == writer) {
-          why = fmt::format("its new value '{}' is also returned as output {}", writer->name(), j);
+    const bool read = ph->has_uses();
+    const std::string own = ph->meta.delegation_tag;
+
+    std::string why;
+    if (std::any_of(users.begin(), users.end(), [&](const BufferUser& u) {
+          return u.role == BufferUser::kReader && u.node == out;
+        })) {
+      why = "it is returned as an output";
+    } else if (tagged == nullptr) {
+      why = "none of its readers and writers is tagged";
+    } else if (other != nullptr) {
+      why = fmt::format("{} is {} but {} is {}", tagged->phrase(), tagged->tag_phrase(),
+                        other->phrase(), other->tag_phrase());
+    }
+    for (size_t i = 0; why.empty() && i < outs.size() && i < values.size(); ++i) {
+      if (outs[i].kind != OutputKind::kUserOutput) continue;
+      for (size_t w : wit->second) {
+        if (values[w] == values[i]) {
+          why = fmt::format("its new value '{}' is also returned as output {}", values[w]->name(), i);
           break;
         }
       }
+    }
+    for (size_t i = 0; why.empty() && i < wit->second.size(); ++i) {
+      const Node* w = values[wit->second[i]];
+      if (w->op() == OpKind::kPlaceholder) {
+        why = fmt::format("its new value '{}' is a placeholder", w->name());
+      }
+    }
+    const std::string tag = tagged == nullptr ? own : tagged->node->meta.delegation_tag.str();
+    if (why.empty() && !read && own != tag) {
+      why = own.empty() ? std::string("no node reads its old value")
+                        : fmt::format("no node reads its old value, and its tag is not its "
+                                      "writer's tag '{}'",
+                                      tag);
     }
     if (why.empty()) {
       ph->meta.delegation_tag = tag;
       continue;
     }
-    if (ph->meta.delegation_tag.empty()) continue;
-    warnings.push_back(fmt::format(
-        "tag_mutated_buffer: buffer '{}' (placeholder '{}') stays in the owning program and loses "
-        "tag '{}': {}",
-        spec->target, ph->name(), ph->meta.delegation_tag, why));
-    ph->meta.delegation_tag.clear();
+    // Like the reference: a buffer that stays is reported when it loses a tag, or when it is
+    // read and some of its users are in a partition.
+    if (!own.empty()) {
+      warnings.push_back(fmt::format("tag_mutated_buffer: buffer '{}' (placeholder '{}') stays in "
+                                     "the owning program and loses tag '{}': {}",
+                                     spec->target, ph->name(), own, why));
+      ph->meta.delegation_tag.clear();
+    } else if (read && tagged != nullptr) {
+      warnings.push_back(fmt::format(
+          "tag_mutated_buffer: buffer '{}' (placeholder '{}') stays in the owning program: {}",
+          spec->target, ph->name(), why));
+    }
   }
   return warnings;
 }
 
-Result<DuplicationSummary> duplicate_constants_for_partitions(ExportedProgram& program) {
+Result<DuplicationSummary> duplicate_constants_for_partitions(ExportedProgram& program,
+                                                              const std::set<std::string>& tags) {
   Graph& g = program.graph();
   auto idx = input_index(program);
   auto mutated = mutated_targets(program);
@@ -182,7 +222,7 @@ Result<DuplicationSummary> duplicate_constants_for_partitions(ExportedProgram& p
   for (Node* ph : g.placeholders()) {
     const InputSpec* spec = spec_of(program, idx, ph);
     const std::string& tag = ph->meta.delegation_tag;
-    if (spec == nullptr || spec->kind == InputKind::kUserInput || tag.empty()) continue;
+    if (spec == nullptr || spec->kind == InputKind::kUserInput || tags.count(tag) == 0) continue;
     Plan plan{ph, {}};
     for (Node* u : ph->users()) {
       const std::string& ut = u->meta.delegation_tag;
@@ -208,6 +248,19 @@ Result<DuplicationSummary> duplicate_constants_for_partitions(ExportedProgram& p
     }
     plans.push_back(std::move(plan));
   }
+  // As the reference's _assign_new_tag: a constant none of whose readers has its tag follows its
+  // first reader's tag itself instead of being copied for it.
+  for (Plan& plan : plans) {
+    const std::vector<Node*> users = plan.ph->users();
+    if (std::any_of(users.begin(), users.end(), [&](const Node* u) {
+          return u->meta.delegation_tag == plan.ph->meta.delegation_tag;
+        })) {
+      continue;
+    }
+    plan.ph->meta.delegation_tag = plan.copies.front().tag;
+    plan.copies.erase(plan.copies.begin());
+  }
+  std::erase_if(plans, [](const Plan& p) { return p.copies.empty(); });
 
   DuplicationSummary summary;
   size_t shift = 0;  // input specs inserted before the current plan's placeholder

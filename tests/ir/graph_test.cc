@@ -293,5 +293,24 @@ TEST(DimTest, SymbolsAndStaticValuesNeverMix) {
   EXPECT_NE(Dim(7), b);
 }
 
+TEST_F(GraphTest, IsShapeDynamic) {
+  // ExecuTorch's is_shape_dynamic: has_free_symbols(meta["val"].shape).
+  Node* x = b.input("x", f32({2, 3}));
+  Node* s = b.input("s", f32({}));
+  Node* d = b.input("d", TensorSpec(DType::kF32, Shape{Dim::symbol("batch"), 3}));
+  Node* a = b.relu(d);  // the symbol flows through shape inference
+  EXPECT_FALSE(is_shape_dynamic(*x));
+  EXPECT_FALSE(is_shape_dynamic(*s));  // a scalar has no dims at all
+  EXPECT_TRUE(is_shape_dynamic(*d));
+  EXPECT_TRUE(is_shape_dynamic(*a));
+  Node* m = b.relu(x);
+  m->meta.val = SpecList{f32({2}), TensorSpec(DType::kF32, Shape{dim_mul(Dim::symbol("n"), 2)})};
+  EXPECT_TRUE(is_shape_dynamic(*m));  // one output of a tuple is dynamic
+  m->meta.val = SpecList{f32({2}), f32({4})};
+  EXPECT_FALSE(is_shape_dynamic(*m));
+  b.outputs({a});
+  EXPECT_FALSE(is_shape_dynamic(*g.output_node()));  // no spec
+}
+
 }  // namespace
 }  // namespace kiln

@@ -115,5 +115,65 @@ TEST_F(DelegateMappingTest, NoValidDebugHandles) {
   EXPECT_TRUE(b.get_delegate_mapping().empty());
 }
 
+TEST_F(DelegateMappingTest, ChecksRunInTheReferenceOrder) {
+  // ExecuTorch checks: given identifier on a generating builder, duplicate identifier, nodes xor
+  // handles, missing identifier, no valid handle; the first that fails is the error.
+  DelegateMappingEntry both;
+  both.nodes = std::vector<const Node*>{a};
+  both.handles = std::vector<std::optional<int64_t>>{1};
+  both.identifier = DelegateIdentifier(std::string("k"));
+  DelegateMappingBuilder gen(true);
+  auto r1 = gen.insert_delegate_mapping_entry(both);
+  ASSERT_FALSE(r1.ok());
+  EXPECT_NE(r1.status().message().find("can't manually add identifiers: 'k'"), std::string::npos);
+
+  DelegateMappingBuilder given;
+  ASSERT_TRUE(given.insert({a}, DelegateIdentifier(std::string("k"))).ok());
+  auto r2 = given.insert_delegate_mapping_entry(both);
+  ASSERT_FALSE(r2.ok());
+  EXPECT_NE(r2.status().message().find("was already inserted"), std::string::npos);
+
+  both.identifier.reset();
+  auto r3 = given.insert_delegate_mapping_entry(both);
+  ASSERT_FALSE(r3.ok());
+  EXPECT_NE(r3.status().message().find("only one of nodes or handles"), std::string::npos);
+
+  auto r4 = given.insert({x});  // no identifier, and x has no debug handle
+  ASSERT_FALSE(r4.ok());
+  EXPECT_NE(r4.status().message().find("no identifier provided"), std::string::npos);
+  EXPECT_EQ(given.get_delegate_mapping(), (Mapping{{std::string("k"), {1}}}));
+}
+
+TEST_F(DelegateMappingTest, EmptyListsHaveNoValidHandles) {
+  DelegateMappingBuilder b(true);
+  const std::string msg = "delegate mapping: no valid debug handles found; failed to add entry";
+  auto r1 = b.insert({});
+  ASSERT_FALSE(r1.ok());
+  EXPECT_EQ(r1.status().message(), msg);
+  auto r2 = b.insert_handles({});
+  ASSERT_FALSE(r2.ok());
+  EXPECT_EQ(r2.status().message(), msg);
+}
+
+TEST_F(DelegateMappingTest, FailedInsertKeepsTheNextGeneratedIdentifier) {
+  // Deliberate difference: ExecuTorch takes the next index before it finds no valid handle, so
+  // its next entry would be 1. kiln's failed insert changes nothing.
+  DelegateMappingBuilder b(true);
+  ASSERT_FALSE(b.insert({x}).ok());
+  auto id = b.insert({a});
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(*id, DelegateIdentifier(int64_t{0}));
+}
+
+TEST_F(DelegateMappingTest, HandleValuesAndIdentifierKinds) {
+  DelegateMappingBuilder b;
+  a->meta.debug_handle = 0;  // 0 is a handle; only a missing one (-1) is skipped
+  ASSERT_TRUE(b.insert({c, a, c, nullptr}, DelegateIdentifier(int64_t{1})).ok());  // null: skipped
+  ASSERT_TRUE(
+      b.insert_handles({-3, std::nullopt, 9, -3}, DelegateIdentifier(std::string("1"))).ok());
+  EXPECT_EQ(b.get_delegate_mapping(),
+            (Mapping{{int64_t{1}, {0, 2}}, {std::string("1"), {-3, 9}}}));  // 1 and "1" differ
+}
+
 }  // namespace
 }  // namespace kiln

@@ -371,6 +371,46 @@ TEST_F(ToBackendTest, SharedConstantIsDuplicatedForEachTag) {
   EXPECT_TRUE(p.lint().ok()) << p.lint().message();
 }
 
+// The reference copies a shared constant once per user after the first (two copies here, both
+// in t1's delegate); kiln once per other tag, and the copy takes that tag (_assign_new_tag).
+TEST_F(ToBackendTest, SharedConstantIsCopiedOncePerOtherTag) {
+  LowerBuilder b(p);
+  Node* x = b.input("x", f32({2}));
+  Node* c = b.param("c", {2});
+  Node* a = b.add(x, c);
+  Node* m = b.mul(a, c);
+  Node* s = b.op(OpId::kSub, {m, c});
+  b.outputs({s});
+  TagPartitioner part(testing::Tags{{"p_c", "t0"}, {"add", "t0"}, {"mul", "t1"}, {"sub", "t1"}});
+  auto rep = to_backend(p, part, registry);
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  EXPECT_EQ(rep->constants_duplicated, 1u);
+  const ExportedProgram& s1 = *p.lowered_modules()[1].original_module;
+  EXPECT_EQ(input_names(s1), (std::vector<std::string>{"p_c_copy_0", "getitem"}));
+  EXPECT_EQ(s1.signature().inputs[0].kind, InputKind::kParameter);
+  EXPECT_EQ(s1.graph().find("mul")->arg(1).node(), s1.graph().find("sub")->arg(1).node());
+}
+
+// The reference raises for a no_copy constant read in another partition; kiln returns the
+// error and restores the program.
+TEST_F(ToBackendTest, NoCopyConstantReadByAnotherTagIsAnError) {
+  LowerBuilder b(p);
+  Node* x = b.input("x", f32({2}));
+  Node* c = b.param("c", {2});
+  Node* a = b.add(x, c);
+  b.outputs({b.mul(a, c)});
+  c->meta.no_copy = true;
+  assign_debug_handles(p.graph());
+  std::string before = print_kir(p);
+  TagPartitioner part(testing::Tags{{"p_c", "t0"}, {"add", "t0"}, {"mul", "t1"}});
+  auto rep = to_backend(p, part, registry);
+  ASSERT_FALSE(rep.ok());
+  EXPECT_EQ(rep.status().message(),
+            "to_backend: constant 'p_c' (tag 't0') has no_copy set but is used by node 'mul' "
+            "(tag 't1')");
+  EXPECT_EQ(print_kir(p), before);
+}
+
 TEST_F(ToBackendTest, TupleAcrossTheBoundaryIsUnsupported) {
   LowerBuilder b(p);
   Node* x = b.input("x", f32({4}));

@@ -29,7 +29,7 @@ TEST(CapabilityPartitioner, ChainSplitsAtUnsupportedNode) {
   b.outputs({r3});
   auto rep = std::make_shared<WhyNoPartitionReporter>();
   CapabilityPartitioner part("xnnpack", {{"k", {1, 2}}},
-                             report_rejections(supported_ops({OpId::kRelu}), rep));
+                             wrap_check(supported_ops({OpId::kRelu}), rep));
   auto res = part.partition(b.ep);
   ASSERT_TRUE(res.ok()) << res.status().message();
   ASSERT_EQ(res->partition_tags.size(), 2u);
@@ -254,7 +254,8 @@ TEST(CapabilityPartitioner, TagsConstantsAndMutatedBuffers) {
   ASSERT_TRUE(part2.partition(b2.ep).ok());
   const std::string w2 =
       "tag_mutated_buffer: buffer 'cache' (placeholder 'cache') stays in the owning program and "
-      "loses tag 'xnnpack_0': its new value 'upd' is read by 'g', which is not tagged";
+      "loses tag 'xnnpack_0': its reader 'upd' is tagged 'xnnpack_0' but 'g', which reads its new "
+      "value 'upd', is not tagged";
   EXPECT_EQ(part2.warnings(), std::vector<std::string>{w2});
   EXPECT_EQ(sunk, std::vector<std::string>{w2});
   EXPECT_EQ(b2.tag("cache"), "");

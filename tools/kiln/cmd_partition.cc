@@ -51,7 +51,7 @@ Status run_partition(const PartitionArgs& args) {
   options.max_partitions = args.max_partitions;
   options.reporter = reporter;
   CapabilityPartitioner partitioner(
-      args.backend, specs, report_rejections(support, reporter), options,
+      args.backend, specs, wrap_check(support, reporter), options,
       [](std::string_view line) { std::cerr << "kiln: warning: " << line << '\n'; });
   auto report = to_backend(program, partitioner, registry);
   if (!report.ok()) return report.status().with_context(args.model);
@@ -61,8 +61,8 @@ Status run_partition(const PartitionArgs& args) {
   std::cout << print_kir(program, kir_summary());
   if (!args.output.empty()) KILN_RETURN_IF_ERROR(write_file_atomic(args.output, print_kir(program)));
   if (args.report) {
-    std::cout << "\nWhyNoPartition report:\n" << reporter->table();
-    if (!reporter->table().empty() && reporter->table().back() != '\n') std::cout << '\n';
+    std::cout << "\nWhyNoPartition report:\n" << reporter->get_table_report();
+    if (!reporter->get_table_report().empty() && reporter->get_table_report().back() != '\n') std::cout << '\n';
   }
   std::cout << fmt::format(
       "\npartitions: {}\nnodes delegated: {} / {}\nconstants duplicated: {} ({} bytes)\n",

@@ -242,6 +242,12 @@ class Node {
   std::unique_ptr<std::string> attr_target_;  // get_attr only
 };
 
+/// ExecuTorch's is_shape_dynamic: whether the node's output shape has a symbolic dim (one that
+/// is not a static size, such as `batch` or `batch*12`). A node with several outputs is dynamic
+/// if any output is; a node without a spec (the output node, an untyped get_attr) is not.
+/// ExecuTorch reads meta["val"].shape and raises for those two kinds.
+bool is_shape_dynamic(const Node& node);
+
 }  // namespace kiln
 
 template <>

@@ -2,6 +2,7 @@
 // Qualcomm backend's helpers).
 #pragma once
 
+#include <iosfwd>
 #include <map>
 #include <memory>
 #include <string>
@@ -12,16 +13,28 @@
 
 namespace kiln {
 
-/// The owning graph, with each lowered module's backend id and lowered graph printed under the
-/// get_attr node that reads it (ExecuTorch's print_delegated_graph). Modules no get_attr reads
-/// are printed after the graph.
+/// The owning graph as print_graph prints it, with each lowered module's "backend_id: <id>" and
+/// "lowered graph():" printed one level (4 spaces) deeper than the delegate get_attr node that
+/// reads it, and the lowered graph's nodes two levels deeper (ExecuTorch's
+/// format_delegated_graph, laid out as its docstring shows). A delegate get_attr is one named
+/// "lowered_module_*" (as get_delegates); a lowered module appears once, under its first such
+/// node. Modules not printed so (no delegate get_attr reads them) follow the graph, each under a
+/// "<name>:" line. Lowered graphs are printed as print_graph does: modules nested inside them
+/// are not expanded. A module without original_module shows its backend id only.
 std::string format_delegated_graph(const ExportedProgram& program);
+
+/// Writes format_delegated_graph(program) and a newline to `os` (ExecuTorch's
+/// print_delegated_graph, which print()s it), or to stdout.
+void print_delegated_graph(const ExportedProgram& program, std::ostream& os);
+void print_delegated_graph(const ExportedProgram& program);
 
 /// call_function nodes that are neither a call_delegate nor a getitem reading one. The
 /// pointers live as long as the nodes.
 std::vector<Node*> get_non_lowered_nodes(const Graph& graph);
 
-/// The call_delegate nodes of `graph`, in order.
+/// The delegates of `graph`, in order: its get_attr nodes named "lowered_module_*" (the nodes
+/// that read the lowered modules, as ExecuTorch's get_delegates returns; their users are the
+/// call_delegate nodes). The pointers live as long as the nodes.
 std::vector<Node*> get_delegates(const Graph& graph);
 
 /// What a lowered module hands to its runtime.
@@ -31,7 +44,10 @@ struct DelegatedPayload {
   std::shared_ptr<const Storage> blob;               ///< shared with the LoweredModule
 };
 
-/// Lowered module name -> its payload.
+/// Delegate name -> payload of the lowered module it reads, for each delegate get_attr node
+/// (get_delegates) that reads a lowered module of `program`; keyed by the node's name, which is
+/// the module's name for every delegate to_backend makes. Modules no such node reads are left
+/// out, as in ExecuTorch's get_delegated_payload, which walks the graph.
 std::map<std::string, DelegatedPayload> get_delegated_payload(const ExportedProgram& program);
 
 /// Removes each quantize_per_tensor that reads a user input placeholder (its only user): the

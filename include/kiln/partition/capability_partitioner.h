@@ -56,7 +56,7 @@ struct CapabilityOptions {
   size_t search_budget = size_t{1} << 16;
   /// Receives the partitioner's own reasons (cluster exclusion, partition too small, beyond
   /// max_partitions, input tuple not partitioned). Null: not reported. Rejections by the
-  /// OperatorSupport are reported by wrapping it with report_rejections.
+  /// OperatorSupport are reported by wrapping it with wrap_check.
   std::shared_ptr<WhyNoPartitionReporter> reporter;
 };
 

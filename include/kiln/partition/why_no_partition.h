@@ -38,7 +38,7 @@ class WhyNoPartition {
 class WhyNoPartitionReporter {
  public:
   /// One rejected node. `torch_func` is node.meta.source when set (the framework function the
-  /// node came from, like ExecuTorch's source_fn_stack), else the op name.
+  /// node came from, like ExecuTorch's meta["torch_fn"]), else "-" as in ExecuTorch.
   struct Entry {
     std::string node_name;
     std::string target;
@@ -51,7 +51,7 @@ class WhyNoPartitionReporter {
 
   /// Records `reason` for `node` unless the node already has one (first reason wins).
   /// Placeholders and the output node are left out (they are never partitioned).
-  void report(const Node& node, std::string_view reason);
+  void report_reject(const Node& node, std::string_view reason);
   /// Entries in the order they were first reported.
   const std::vector<Entry>& entries() const { return entries_; }
   /// The reason recorded for the node named `name`, if any.
@@ -62,10 +62,11 @@ class WhyNoPartitionReporter {
     index_.clear();
   }
 
-  /// A fancy_grid table (tabulate's format: ╒═╤╕ top, ╞═╪╡ under the header, ├─┼┤ between rows,
-  /// ╘═╧╛ bottom, │ sides) with columns Node name, Target, Torch func, Reason; every cell wrapped
-  /// at 35 characters (at spaces; longer words are split). "No nodes rejected." when empty.
-  std::string table() const;
+  /// ExecuTorch's get_table_report: a fancy_grid table (tabulate's format: ╒═╤╕ top, ╞═╪╡ under
+  /// the header, ├─┼┤ between rows, ╘═╧╛ bottom, │ sides) with columns Node name, Target, Torch
+  /// func, Reason, one row per entry in report order, every cell wrapped at 35 characters as
+  /// tabulate's maxcolwidths=35 does. "No nodes rejected." when empty.
+  std::string get_table_report() const;
 
  private:
   WhyNoPartition log_;
@@ -74,13 +75,20 @@ class WhyNoPartitionReporter {
 };
 
 /// A check that answers like `inner` and reports each rejection into `reporter` (shared, so the
-/// caller can read the table after partitioning).
-OperatorSupportPtr report_rejections(OperatorSupportPtr inner,
-                                     std::shared_ptr<WhyNoPartitionReporter> reporter);
+/// caller can read the table after partitioning; null: nothing reported), ExecuTorch's
+/// ReportRejected / WhyNoPartitionReporter.wrap_check. The reported reason is `message` when
+/// given (as ExecuTorch reports), else the reason `inner` gave; the answer is `inner`'s, unchanged.
+OperatorSupportPtr wrap_check(OperatorSupportPtr inner,
+                              std::shared_ptr<WhyNoPartitionReporter> reporter,
+                              std::optional<std::string> message = std::nullopt);
 
-/// Renders `rows` under `headers` in tabulate's fancy_grid format, every cell wrapped at
-/// `max_col_width` characters (counted in code points). Left-aligned; a column is as wide as its
-/// widest line, and at least its header plus 2 (tabulate's minimum padding).
+/// Renders `rows` under `headers` as tabulate(rows, headers, tablefmt="fancy_grid",
+/// maxcolwidths=max_col_width) does for text: each data cell split into lines, blank lines
+/// dropped, each line wrapped like textwrap (words split after hyphens, a word longer than the
+/// width fills the rest of the line), the cell stripped; headers are neither wrapped nor
+/// stripped. Left-aligned; a column is as wide as its widest line, and at least its header plus 2
+/// (tabulate's minimum padding). Widths count code points (tabulate without wcwidth); cells
+/// that read as numbers are wrapped and aligned as text, unlike tabulate. `max_col_width` >= 1.
 std::string render_fancy_grid(const std::vector<std::string>& headers,
                               const std::vector<std::vector<std::string>>& rows,
                               size_t max_col_width);
