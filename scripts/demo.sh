@@ -3,13 +3,14 @@
 #   1. import it and print its signature, op histogram, and every node with its inferred spec;
 #   2. partition it for the demo delegate backend and print the delegated program, the
 #      WhyNoPartition report and the partition summary, and write the program in full;
-#   3. run it with the portable CPU interpreter on seeded random inputs and print the outputs;
-#   4. run the partitioned program (its delegates and the portable kernels) on the same inputs.
+#   3. compile it across the demo backend and the portable kernels into one program file (.kpte),
+#      memory planned, and inspect the file;
+#   4. run the file with the runtime, through `kiln run` and through the small `kiln-runner`.
 # Usage: scripts/demo.sh [MODEL]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/build.sh release kiln
+scripts/build.sh release kiln kiln-runner
 kiln=build/release/tools/kiln/kiln
 model=${1:-examples/tinynet.onnx}
 ops=convolution,relu,hardswish,add,cat,max_pool2d,avg_pool2d,flatten,linear
@@ -22,8 +23,15 @@ delegated=build/demo-out/$(basename "${model%.*}").delegated.kir
 echo "== kiln partition $model --backend demo --ops $ops --report -o $delegated"
 $kiln partition "$model" --backend demo --ops "$ops" --report -o "$delegated"
 echo
-echo "== kiln run $model --output-dir build/demo-out"
-$kiln run "$model" --output-dir build/demo-out
+program=build/demo-out/$(basename "${model%.*}").kpte
+echo "== kiln compile $model --backend demo --ops $ops --dim batch=1..8 -o $program"
+$kiln compile "$model" --backend demo --ops "$ops" --dim batch=1..8 -o "$program"
 echo
-echo "== kiln run $delegated"
-$kiln run "$delegated"
+echo "== kiln inspect --verify $program"
+$kiln inspect --verify "$program"
+echo
+echo "== kiln run $program --output-dir build/demo-out"
+$kiln run "$program" --output-dir build/demo-out
+echo
+echo "== kiln-runner $program   # the runtime and the portable kernels only: no IR, no ONNX"
+build/release/tools/kiln-runner/kiln-runner "$program"

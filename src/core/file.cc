@@ -1,6 +1,7 @@
 #include "kiln/core/file.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -64,6 +65,10 @@ Result<std::string> read_file(const std::string& path) {
 }
 
 Status write_file_atomic(const std::string& path, std::string_view bytes) {
+  return write_file_atomic(path, std::span<const std::string_view>(&bytes, 1));
+}
+
+Status write_file_atomic(const std::string& path, std::span<const std::string_view> chunks) {
   namespace fs = std::filesystem;
   if (path.empty()) return invalid_argument("an empty output path was given");
   fs::path target(path);
@@ -94,18 +99,44 @@ Status write_file_atomic(const std::string& path, std::string_view bytes) {
     ::unlink(tmp.c_str());
     return io_error("cannot write '{}': {}: {}", path, what, errno_text(e));
   };
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(f.fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail("write failed");
-    done += static_cast<size_t>(n);
+  for (std::string_view bytes : chunks) {
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n = ::write(f.fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return fail("write failed");
+      done += static_cast<size_t>(n);
+    }
   }
   if (::fsync(f.fd) != 0) return fail("flush failed");
   int closed = ::close(std::exchange(f.fd, -1));
   if (closed != 0) return fail("close failed");
   if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename failed");
   return Status::Ok();
+}
+
+Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(uint64_t size, check_regular_file(path));
+  std::shared_ptr<MappedFile> m(new MappedFile());
+  if (size > 0) {
+    Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+    if (f.fd < 0) return io_error("cannot read '{}': {}", path, errno_text(errno));
+    void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, f.fd, 0);
+    if (p != MAP_FAILED) {
+      m->data_ = static_cast<const uint8_t*>(p);
+      m->size_ = static_cast<size_t>(size);
+      m->mapped_ = true;
+      return std::shared_ptr<const MappedFile>(std::move(m));
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(m->copy_, read_file(path));
+  m->data_ = reinterpret_cast<const uint8_t*>(m->copy_.data());
+  m->size_ = m->copy_.size();
+  return std::shared_ptr<const MappedFile>(std::move(m));
+}
+
+MappedFile::~MappedFile() {
+  if (mapped_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 }  // namespace kiln

@@ -16,6 +16,8 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kOutOfRange: return "out of range";
     case StatusCode::kResourceExhausted: return "resource exhausted";
     case StatusCode::kInternal: return "internal error";
+    case StatusCode::kInvalidProgram: return "invalid program";
+    case StatusCode::kDelegateFailed: return "delegate failed";
   }
   return "unknown";
 }

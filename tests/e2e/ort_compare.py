@@ -1,8 +1,13 @@
 #!/usr/bin/python3
-"""Runs ONNX models with `kiln run` and with onnxruntime-node on the same inputs and compares.
+"""Runs ONNX models with kiln and with onnxruntime-node on the same inputs and compares.
 
 Usage: ort_compare.py --kiln KILN --source-dir SRC --work-dir DIR [--torch-models | --pretrained]
-                      [--threads N] [--only NAME ...]
+                      [--threads N] [--backend ID] [--only NAME ...]
+
+kiln compiles each model to a .kpte program file (`kiln compile`, with --backend ID delegating to
+that backend, and each symbolic input dim planned for the size of the given input) and runs the
+file with the runtime (`kiln run FILE.kpte`); the outputs must be bit-identical to the portable
+interpreter's over the model's IR (`kiln run MODEL --interpreter`) and match ORT.
 
 Generates the per-op models with tests/models/make_op_models.py into DIR/op_models, and (with
 --torch-models) exports ResNet18, MobileNetV2 and a TransformerEncoderLayer with
@@ -46,17 +51,71 @@ def compare(got, ref, errors=None):
     return None if np.array_equal(got, ref) else f"{int(np.sum(got != ref))} elements differ"
 
 
+def dims_for(args, model, inputs):
+    """--dim options planning each symbolic input dim (from `kiln inspect`) for the given input."""
+    rc, out, err = run([args.kiln, "inspect", model])
+    if rc != 0:
+        return None, f"kiln inspect failed: {err.strip()}"
+    shapes = {n: np.load(p, mmap_mode="r").shape for n, p in inputs}
+    dims = {}
+    section = False
+    for line in out.splitlines():
+        if line.startswith("inputs:"):
+            section = True
+            continue
+        if section and not line.startswith("  "):
+            break
+        m = re.match(r"^  (\S+)\s+user_input\s+\w+\[([^\]]*)\]", line)
+        if section and m and m.group(1) in shapes:
+            for d, sym in enumerate(x.strip() for x in m.group(2).split(",")):
+                if re.fullmatch(r"[A-Za-z_]\w*", sym) and d < len(shapes[m.group(1)]):
+                    dims[sym] = shapes[m.group(1)][d]
+    opts = []
+    for sym, n in sorted(dims.items()):
+        opts += ["--dim", f"{sym}={n}"]
+    return opts, None
+
+
+def same_bits(a, b):
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def output_file(out_dir, name):
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+    if not safe or safe[0] == ".":
+        safe = "_" + safe
+    return os.path.join(out_dir, safe + ".npy")
+
+
 def check_model(args, name, model, inputs, out_root, errors=None):
     kdir = os.path.join(out_root, name + ".kiln")
+    idir = os.path.join(out_root, name + ".interp")
     odir = os.path.join(out_root, name + ".ort")
+    os.makedirs(kdir, exist_ok=True)
     feeds = [f"{n}={p}" for n, p in inputs]
-    kcmd = [args.kiln, "run", model, "--output-dir", kdir, "--threads", str(args.threads)]
-    for f in feeds:
-        kcmd += ["--input", f]
-    rc, out, err = run(kcmd)
+    feed_opts = [x for f in feeds for x in ("--input", f)]
+    dims, why = dims_for(args, model, inputs)
+    if why:
+        return why
+    program = os.path.join(kdir, name + ".kpte")
+    backend = ["--backend", args.backend] if args.backend else []
+    rc, out, err = run([args.kiln, "compile", model, "-o", program] + backend + dims)
     if rc != 0:
-        return f"kiln failed: {err.strip() or out.strip()}"
+        return f"kiln compile failed: {err.strip() or out.strip()}"
+    threads = ["--threads", str(args.threads)]
+    rc, out, err = run([args.kiln, "run", program, "--output-dir", kdir] + threads + feed_opts)
+    if rc != 0:
+        return f"kiln run {name}.kpte failed: {err.strip() or out.strip()}"
     kouts = re.findall(r"^output '([^']*)'", out, re.M)
+    rc, iout, err = run([args.kiln, "run", model, "--interpreter", "--output-dir", idir] + threads +
+                        feed_opts)
+    if rc != 0:
+        return f"kiln run --interpreter failed: {err.strip() or iout.strip()}"
+    if re.findall(r"^output '([^']*)'", iout, re.M) != kouts:
+        return "the program file and the interpreter name different outputs"
+    for k in kouts:
+        if not same_bits(np.load(output_file(kdir, k)), np.load(output_file(idir, k))):
+            return f"output '{k}': the program file's result is not bit-identical to the interpreter's"
     rc, oout, oerr = run(["node", os.path.join(args.source_dir, "tests/ref/ort_run.mjs"), model,
                           "--out", odir, "--threads", str(args.threads)] + feeds)
     if rc != 0:
@@ -65,10 +124,7 @@ def check_model(args, name, model, inputs, out_root, errors=None):
     if len(kouts) != len(oouts):
         return f"kiln gave {len(kouts)} outputs, ORT {len(oouts)}"
     for i, (k, o) in enumerate(zip(kouts, oouts)):
-        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", k)
-        if not safe or safe[0] == ".":
-            safe = "_" + safe
-        got = np.load(os.path.join(kdir, safe + ".npy"))
+        got = np.load(output_file(kdir, k))
         ref = np.load(os.path.join(odir, o + ".npy"))
         why = compare(got, ref, errors)
         if why:
@@ -130,6 +186,7 @@ def main():
     ap.add_argument("--pretrained", action="store_true",
                     help="check only the pretrained models shipped in npm packages")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--backend", help="compile with this delegate backend (e.g. demo)")
     ap.add_argument("--only", nargs="*", help="run only these cases")
     args = ap.parse_args()
     if args.pretrained:
@@ -173,7 +230,8 @@ def run_jobs(args, jobs):
         print(f"{'PASS' if why is None else 'FAIL'} {name}" + (measured if why is None else f": {why}"))
         if why is not None:
             failed.append(name)
-    print(f"{len(jobs) - len(failed)} of {len(jobs)} models match ORT")
+    print(f"{len(jobs) - len(failed)} of {len(jobs)} models match ORT, their program files "
+          "bit-identical to the interpreter")
     return 1 if failed else 0
 
 

@@ -114,7 +114,7 @@ TEST(DemoBackend, DelegateKeepsItsBufferState) {
   ASSERT_TRUE(p.mutated_buffers().empty()) << "the delegate should own the buffer";
   // One delegate instance across three calls: its buffer accumulates like the original's.
   const LoweredModule& m = p.lowered_modules()[0];
-  auto d = demo::DemoDelegate::init(m.processed_bytes->bytes(), m.compile_specs);
+  auto d = demo::DemoDelegate::init(m.processed_bytes->bytes(), m.processed_bytes);
   ASSERT_TRUE(d.ok()) << d.status().message();
   std::vector<Tensor> got;
   for (int i = 0; i < 3; ++i) {
@@ -125,54 +125,48 @@ TEST(DemoBackend, DelegateKeepsItsBufferState) {
   expect_same(got, expect);
 }
 
-TEST(DemoBackend, BlobIsTheSubmoduleAsKir) {
+TEST(DemoBackend, BlobIsTheSubmoduleAsAProgramFile) {
   ExportedProgram p;
   build_mlp(p);
   BackendRegistry registry = testing::demo_registry();
   testing::TagPartitioner part(testing::Tags{{"p_w1", "t"}, {"p_b1", "t"}, {"linear", "t"}});
   ASSERT_TRUE(to_backend(p, part, registry).ok());
   const LoweredModule& m = p.lowered_modules()[0];
-  auto d = demo::DemoDelegate::init(m.processed_bytes->bytes(), m.compile_specs);
+  auto program = runtime::Program::load_buffer(m.processed_bytes->bytes(), m.processed_bytes);
+  ASSERT_TRUE(program.ok()) << program.status().message();
+  EXPECT_EQ((*program)->method_names(), std::vector<std::string>{"forward"});
+  auto info = (*program)->method_info("forward");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->kernel_calls, 1u);  // the linear
+  EXPECT_EQ(info->delegate_calls, 0u);
+  // The submodule's two weights, stored once each in one constant segment.
+  ASSERT_EQ((*program)->segments().size(), 1u);
+  EXPECT_EQ((*program)->segments()[0].kind, "constants");
+  const Tensor* w1 = m.original_module->constants().find("w1");
+  const Tensor* b1 = m.original_module->constants().find("b1");
+  ASSERT_TRUE(w1 && b1);
+  EXPECT_GE((*program)->segments()[0].size, w1->nbytes() + b1->nbytes());
+  // It runs like the submodule.
+  runtime::BackendRegistry none;
+  auto method = (*program)->load_method("forward", none);
+  ASSERT_TRUE(method.ok()) << method.status().message();
+  std::vector<Tensor> inputs;
+  for (const auto& meta : (*method)->input_meta()) inputs.push_back(ramp(meta.sizes, 0.25, 0.5));
+  auto d = demo::DemoDelegate::init(m.processed_bytes->bytes(), m.processed_bytes);
   ASSERT_TRUE(d.ok()) << d.status().message();
-  KirPrintOptions all;
-  all.inline_limit = 1 << 20;
-  EXPECT_EQ(print_kir(d->program(), all), print_kir(*m.original_module, all));
-  const Tensor* w1 = d->program().constants().find("w1");
-  ASSERT_NE(w1, nullptr);
-  EXPECT_EQ(std::memcmp(w1->data(), m.original_module->constants().find("w1")->data(), w1->nbytes()), 0);
-  // The weight is a view of the blob, not a copy of it.
-  auto blob = m.processed_bytes->bytes();
-  const auto* w1_bytes = static_cast<const uint8_t*>(w1->data());
-  EXPECT_TRUE(w1_bytes >= blob.data() && w1_bytes + w1->nbytes() <= blob.data() + blob.size());
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(w1_bytes) % demo::kBlobAlign,
-            reinterpret_cast<uintptr_t>(blob.data()) % demo::kBlobAlign);
+  auto got = d->execute(inputs);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  expect_same(*got, run_reference(*m.original_module, inputs, 1));
 }
 
 TEST(DemoBackend, BlobErrors) {
   std::vector<uint8_t> junk = {'n', 'o', 'p', 'e'};
   auto r = demo::DemoDelegate::init(junk, {});
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().message(), "demo delegate: blob of 4 bytes does not start with the demo magic");
-  // magic, text size (u64 little-endian), text
-  auto blob_of = [](std::string_view text, uint64_t claimed) {
-    std::vector<uint8_t> b(demo::kBlobMagic.begin(), demo::kBlobMagic.end());
-    for (int i = 0; i < 8; ++i) b.push_back(static_cast<uint8_t>(claimed >> (8 * i)));
-    b.insert(b.end(), text.begin(), text.end());
-    return b;
-  };
-  std::vector<uint8_t> short_header(demo::kBlobMagic.begin(), demo::kBlobMagic.end());
-  short_header.push_back(1);
-  EXPECT_EQ(demo::DemoDelegate::init(short_header, {}).status().message(),
-            "demo delegate: blob of 11 bytes ends inside its header");
-  EXPECT_EQ(demo::DemoDelegate::init(blob_of("graph", 1000), {}).status().message(),
-            "demo delegate: program text of 1000 bytes at offset 18 runs past the end of the "
-            "23-byte blob");
-  std::string garbage = "program:\n  garbage\n";
-  auto r2 = demo::DemoDelegate::init(blob_of(garbage, garbage.size()), {});
-  ASSERT_FALSE(r2.ok());
-  EXPECT_EQ(r2.status().message().rfind("demo delegate: <demo delegate>:", 0), 0u)
-      << r2.status().message();
-  // A real blob cut short: the last constant's bytes are missing.
+  EXPECT_EQ(r.status().message(),
+            "demo delegate: invalid program: header: the file has 4 bytes, fewer than the 64-byte "
+            "header (truncated?)");
+  // A real blob cut short.
   ExportedProgram p;
   build_mlp(p);
   BackendRegistry registry = testing::demo_registry();
@@ -182,9 +176,8 @@ TEST(DemoBackend, BlobErrors) {
   std::vector<uint8_t> cut(full.begin(), full.end() - 64);
   auto r3 = demo::DemoDelegate::init(cut, {});
   ASSERT_FALSE(r3.ok());
-  EXPECT_NE(r3.status().message().find("demo delegate: constant 'w1' (f32["), std::string::npos)
+  EXPECT_EQ(r3.status().message().rfind("demo delegate: invalid program: header: ", 0), 0u)
       << r3.status().message();
-  EXPECT_NE(r3.status().message().find("runs past the end of the"), std::string::npos);
 }
 
 TEST(DemoBackend, OpListParsing) {

@@ -457,7 +457,7 @@ TEST_F(ToBackendTest, WholeProgramToOneLoweredModule) {
   ASSERT_NE(lm->processed_bytes, nullptr);
   auto bytes = lm->processed_bytes->bytes();
   std::string blob(bytes.begin(), bytes.end());
-  EXPECT_EQ(blob.rfind(demo::kBlobMagic, 0), 0u);
+  EXPECT_EQ(blob.rfind("KILNPTE", 0), 0u);  // a program file
   EXPECT_EQ(lm->debug_handle_map.size(), 5u);
   EXPECT_EQ(names(lm->original_module->graph()), names(p.graph()));
   EXPECT_EQ(p.graph().find("mm")->meta.debug_handle, -1);  // the caller's program is untouched

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs the kiln tool as a user would and checks exit codes, messages and outputs.
-# Usage: kiln_tool_test.sh KILN_BINARY SOURCE_DIR
+# Usage: kiln_tool_test.sh KILN_BINARY SOURCE_DIR KILN_RUNNER_BINARY
 set -uo pipefail
 kiln=$1
 src=$2
+runner=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failures=0
@@ -117,6 +118,56 @@ sed -i '/^$/,$d' "$work/summary.kir"  # drop the summary lines after the program
 expect 0 "fmt --check the printed summary" -- "$kiln" fmt --check "$work/summary.kir"
 expect 1 "run a program whose blobs were printed by size" -- "$kiln" run "$work/summary.kir"
 contains "size-only blob message" "$err" "its blob was given by size only"
+
+# ---- Program files: compile, inspect, run with kiln and with kiln-runner.
+tiny=$src/examples/tinynet.onnx
+expect 1 "compile without a range for a symbolic dim" -- "$kiln" compile "$tiny" -o "$work/tiny.kpte"
+contains "the symbolic dim is named" "$err" "input 'image' f32[batch, 3, 32, 32] has the symbolic dim 'batch'; give the range to plan it for: --dim batch=MIN..MAX"
+expect 0 "compile across the demo backend" -- "$kiln" compile "$tiny" --backend demo --ops "$ops" --dim batch=1..8 -o "$work/tiny.kpte"
+contains "compile reports the partitions" "$out" "method 'forward' ($tiny): 3 partition(s), 14 of 19 calls delegated to demo"
+contains "compile reports the arena" "$out" "arena: "
+contains "compile says where it wrote" "$out" "wrote $work/tiny.kpte"
+no_temp_files "compile -o" "$work"
+expect 0 "inspect a program file" -- "$kiln" inspect --verify "$work/tiny.kpte"
+contains "inspect verifies checksums" "$out" "checksums: all 3 segments match"
+contains "inspect shows the signature" "$out" "image                            f32[batch, 3, 32, 32]"
+contains "inspect shows symbolic dims at their bound" "$out" "symbolic dims, planned at their upper bounds: batch in 1..8"
+contains "inspect shows delegates and specs" "$out" "compile spec ops = '$ops'"
+contains "inspect shows segments and users" "$out" "used by forward/lowered_module_0"
+expect 0 "run the program file" -- "$kiln" run "$work/tiny.kpte" --verify --output-dir "$work/out_kpte"
+if ! cmp -s "$work/out_onnx/probs.npy" "$work/out_kpte/probs.npy"; then
+  echo "FAIL: the program file's output differs from the model's"; failures=$((failures + 1))
+fi
+expect 0 "run the model with the interpreter" -- "$kiln" run "$tiny" --interpreter --output-dir "$work/out_interp"
+if ! cmp -s "$work/out_interp/probs.npy" "$work/out_kpte/probs.npy"; then
+  echo "FAIL: the program file's output is not bit-identical to the interpreter's"; failures=$((failures + 1))
+fi
+/usr/bin/python3 -c "import numpy as np; np.save('$work/image4.npy', np.random.default_rng(1).standard_normal((4, 3, 32, 32)).astype(np.float32))"
+expect 0 "run the program file at batch 4" -- "$kiln" run "$work/tiny.kpte" --input "image=$work/image4.npy" --output-dir "$work/out_b4"
+expect 0 "kiln-runner runs the file" -- "$runner" "$work/tiny.kpte" --input "image=$work/image4.npy" --output-dir "$work/out_runner" --verify
+contains "kiln-runner names outputs" "$out" "output 'probs': f32[4, 10]"
+if ! cmp -s "$work/out_b4/probs.npy" "$work/out_runner/probs.npy"; then
+  echo "FAIL: kiln-runner and kiln run differ"; failures=$((failures + 1))
+fi
+expect 0 "kiln-runner with default inputs" -- "$runner" "$work/tiny.kpte"
+contains "kiln-runner fills inputs with ones" "$out" "input 'image': all ones f32[1, 3, 32, 32]"
+expect 0 "bench a program file" -- "$kiln" bench "$work/tiny.kpte" --runs 3 --warmup 1
+contains "bench names the engine" "$out" "(runtime)"
+expect 1 "run a program file with --interpreter" -- "$kiln" run "$work/tiny.kpte" --interpreter
+contains "--interpreter needs the IR" "$err" "--interpreter runs a model's IR"
+expect 1 "run a missing method" -- "$kiln" run "$work/tiny.kpte" --method decode
+contains "missing method named" "$err" "method 'decode' is not in the program (methods: forward)"
+expect 0 "compile two methods" -- "$kiln" compile --method "forward=$tiny" --method "again=$work/tiny.kir" --dim batch=1 -o "$work/two.kpte"
+contains "two methods" "$out" "2 method(s)"
+contains "one constant segment for both" "$out" "used by forward, again"
+expect 0 "run the second method" -- "$kiln" run "$work/two.kpte" --method again
+expect 1 "compile a program file" -- "$kiln" compile "$work/tiny.kpte" -o "$work/x.kpte"
+contains "compile takes models" "$err" "is a compiled program file"
+head -c 100 "$work/tiny.kpte" >"$work/cut.kpte"
+expect 1 "run a truncated program file" -- "$kiln" run "$work/cut.kpte"
+contains "truncated named" "$err" "kiln: error: $work/cut.kpte: invalid program: header: the header says the file has"
+expect 1 "kiln-runner on a truncated file" -- "$runner" "$work/cut.kpte"
+contains "kiln-runner names the problem" "$err" "kiln-runner: error: $work/cut.kpte: invalid program: header:"
 
 # ---- Hostile and careless input: a clear error, never an abort (exit 134) or a huge allocation.
 # Each runs under a 4 GiB address-space cap, so an unchecked allocation of the sizes below fails

@@ -78,13 +78,25 @@ void print_inspection(const ExportedProgram& p, bool show_graph, std::ostream& o
 }  // namespace
 
 void register_inspect(CLI::App& app) {
-  add_command(app, "inspect", "Show a model's op histogram, signature and constants",
+  add_command(app, "inspect", "Show a model's op histogram, signature and constants, or a program file's methods and segments",
               [](CLI::App& cmd) -> CommandFn {
                 auto path = std::make_shared<std::string>();
                 auto graph = std::make_shared<bool>(false);
-                cmd.add_option("model", *path, "A .kir or .onnx model")->required();
+                auto verify = std::make_shared<bool>(false);
+                cmd.add_option("model", *path, "A .kir or .onnx model, or a .kpte program file")->required();
                 cmd.add_flag("-g,--graph", *graph, "Also print the graph with every node's spec");
+                cmd.add_flag("--verify", *verify, "Program files: check every segment's checksum");
                 return [=]() -> Status {
+                  if (is_program_file(*path)) {
+                    auto program = runtime::Program::load_file(*path);  // errors name the file
+                    if (!program.ok()) return program.status();
+                    if (*verify) {
+                      KILN_RETURN_IF_ERROR((*program)->verify_checksums().with_context(*path));
+                      std::cout << fmt::format("checksums: all {} segments match\n",
+                                               (*program)->segments().size());
+                    }
+                    return print_program_info(**program, true, std::cout);
+                  }
                   KILN_ASSIGN_OR_RETURN(ExportedProgram program, load_model(*path));
                   print_inspection(program, *graph, std::cout);
                   return Status::Ok();

@@ -2,6 +2,7 @@
 // (.kir), the WhyNoPartition table (--report) and a summary.
 #include <iostream>
 
+#include "backends.h"
 #include "commands.h"
 #include "kiln/backends/demo/demo_backend.h"
 #include "kiln/lower/to_backend.h"
@@ -20,21 +21,6 @@ struct PartitionArgs {
   size_t max_partitions = 0;
   std::string output;
 };
-
-// Backends by explicit list; xnnpack and htp join as they land.
-Status register_backends(BackendRegistry& registry) {
-  return demo::register_demo_backend(registry);
-}
-
-Result<OperatorSupportPtr> support_for(const std::string& backend_id,
-                                       const std::vector<CompileSpec>& specs) {
-  if (backend_id == demo::kBackendId) {
-    auto support = demo::demo_operator_support(specs);
-    if (!support.ok()) return support.status().with_context("--ops");
-    return support;
-  }
-  return unsupported("kiln partition: backend '{}' has no operator support check", backend_id);
-}
 
 Status run_partition(const PartitionArgs& args) {
   BackendRegistry registry;

@@ -1,6 +1,8 @@
-// kiln run MODEL: runs a model with the portable interpreter on .npy/.npz inputs (or seeded
-// random ones) and writes each output as DIR/<name>.npy.
-// kiln bench MODEL: median latency of the interpreter over N runs.
+// kiln run MODEL: runs a program file (.kpte), or a model compiled in memory first, with the
+// runtime on .npy/.npz inputs (or seeded random ones) and writes each output as DIR/<name>.npy.
+// --interpreter runs the model's IR with the portable interpreter instead (the reference the
+// runtime must match bit for bit).
+// kiln bench MODEL: median latency over N runs.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -8,8 +10,11 @@
 #include <iostream>
 #include <map>
 #include <random>
+#include <sstream>
 
+#include "backends.h"
 #include "commands.h"
+#include "compile.h"
 #include "kiln/backends/demo/demo_backend.h"
 #include "kiln/backends/portable/interpreter.h"
 #include "kiln/backends/portable/kernels.h"
@@ -28,6 +33,26 @@ struct RunArgs {
   uint64_t seed = 0;
   int runs = 20;
   int warmup = 3;
+  std::string method = "forward";
+  bool interpreter = false;
+  bool verify = false;
+  CompileArgs compile;
+};
+
+// A declared input, from a program file or the IR: enough to check names and make random feeds.
+struct InputDecl {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> sizes;  // -1 where symbolic: random inputs take the range's minimum (or 1)
+};
+
+// What runs the model: the runtime's method, or the interpreter over the IR.
+struct Engine {
+  std::vector<std::string> input_names, output_names;
+  std::vector<InputDecl> inputs;
+  std::function<Result<std::vector<Tensor>>(std::span<const Tensor>)> run;
+  std::function<std::string()> memory;  // the activation-memory line after a run
+  std::string name;                     // "runtime" or "interpreter"
+  std::shared_ptr<void> keep;           // owns what `run` uses
 };
 
 // A file-name-safe version of a value name.
@@ -40,23 +65,24 @@ std::string safe_name(const std::string& name) {
   return out;
 }
 
-// Seeded random input for `spec`: normal floats, small integers; symbolic dims become 1.
-Result<Tensor> random_input(const std::string& name, const TensorSpec& spec, std::mt19937_64& rng) {
-  std::vector<int64_t> shape;
-  for (const Dim& d : spec.shape) shape.push_back(d.is_static() ? d.value() : 1);
-  KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::create(spec.dtype, shape, fmt::format("input '{}'", name)));
+// Seeded random input for `decl`: normal floats, small integers.
+Result<Tensor> random_input(const std::string& name, const InputDecl& decl, std::mt19937_64& rng) {
+  const DType dtype = decl.dtype;
+  KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::create(dtype, decl.sizes, fmt::format("input '{}'", name)));
   std::normal_distribution<double> normal(0.0, 1.0);
   std::uniform_int_distribution<int> small(0, 9);
   for (int64_t i = 0; i < t.numel(); ++i) {
-    double v = is_floating(spec.dtype) ? normal(rng) : spec.dtype == DType::kBool ? small(rng) % 2 : small(rng);
+    double v = is_floating(dtype) ? normal(rng) : dtype == DType::kBool ? small(rng) % 2 : small(rng);
     t.set_scalar_at(i, v);
   }
   return t;
 }
 
-Result<std::vector<Tensor>> gather_inputs(const RunArgs& args, const portable::Interpreter& interp,
-                                          bool announce) {
-  std::map<std::string, Tensor> given;
+using GivenInputs = std::map<std::string, Tensor>;
+
+// The inputs given as files (--inputs, --input), by name.
+Result<GivenInputs> read_given_inputs(const RunArgs& args) {
+  GivenInputs given;
   if (!args.npz.empty()) {
     auto read = npy::read_npz(args.npz);
     if (!read.ok()) return read.status().with_context("--inputs");
@@ -72,7 +98,13 @@ Result<std::vector<Tensor>> gather_inputs(const RunArgs& args, const portable::I
     if (!t.ok()) return t.status().with_context(fmt::format("--input '{}'", spec));
     given[spec.substr(0, eq)] = std::move(t).value();
   }
-  const auto& names = interp.input_names();
+  return given;
+}
+
+// The engine's inputs in order: the given ones, or seeded random ones when none is given.
+Result<std::vector<Tensor>> gather_inputs(const RunArgs& args, const Engine& engine,
+                                          const GivenInputs& given, bool announce) {
+  const auto& names = engine.input_names;
   for (const auto& [name, t] : given) {
     if (std::find(names.begin(), names.end(), name) == names.end()) {
       return invalid_argument("input '{}' is not an input of the model (inputs: {})", name, fmt::join(names, ", "));
@@ -87,7 +119,7 @@ Result<std::vector<Tensor>> gather_inputs(const RunArgs& args, const portable::I
       continue;
     }
     if (!given.empty()) return invalid_argument("input '{}' is missing", names[i]);
-    KILN_ASSIGN_OR_RETURN(Tensor t, random_input(names[i], interp.input_specs()[i], rng));
+    KILN_ASSIGN_OR_RETURN(Tensor t, random_input(names[i], engine.inputs[i], rng));
     inputs.push_back(std::move(t));
     if (announce) {
       std::cout << fmt::format("input '{}': no file given; using seeded random {} (seed {})\n", names[i],
@@ -97,16 +129,125 @@ Result<std::vector<Tensor>> gather_inputs(const RunArgs& args, const portable::I
   return inputs;
 }
 
-// The interpreter, with the lowered modules of a delegated program (`kiln partition -o`) run by
-// their delegates.
-Result<std::unique_ptr<portable::Interpreter>> make_interpreter(ExportedProgram& program,
-                                                                portable::InterpreterOptions options) {
-  KILN_ASSIGN_OR_RETURN(auto interp, portable::Interpreter::create(program, options));
-  if (!program.lowered_modules().empty()) {
-    KILN_ASSIGN_OR_RETURN(portable::DelegateHook hook, demo::demo_delegate_hook(program));
+// The interpreter over the model's IR, with the lowered modules of a delegated program (`kiln
+// partition -o`) run by their delegates.
+Result<Engine> interpreter_engine(const RunArgs& args) {
+  if (is_program_file(args.model)) {
+    return invalid_argument("--interpreter runs a model's IR (.onnx or .kir); '{}' is a program file",
+                            args.model);
+  }
+  auto program = std::make_shared<ExportedProgram>();
+  KILN_ASSIGN_OR_RETURN(*program, load_model(args.model));
+  portable::InterpreterOptions options;
+  options.num_threads = std::max(1, args.threads);
+  KILN_ASSIGN_OR_RETURN(auto interp, portable::Interpreter::create(*program, options));
+  if (!program->lowered_modules().empty()) {
+    KILN_ASSIGN_OR_RETURN(portable::DelegateHook hook, demo::demo_delegate_hook(*program));
     interp->set_delegate_hook(std::move(hook));
   }
-  return interp;
+  Engine e;
+  e.name = "interpreter";
+  e.input_names = interp->input_names();
+  e.output_names = interp->output_names();
+  for (const TensorSpec& spec : interp->input_specs()) {
+    InputDecl d{spec.dtype, {}};
+    for (const Dim& dim : spec.shape) d.sizes.push_back(dim.is_static() ? dim.value() : 1);
+    e.inputs.push_back(std::move(d));
+  }
+  portable::Interpreter* raw = interp.get();
+  e.run = [raw](std::span<const Tensor> in) -> Result<std::vector<Tensor>> {
+    KILN_ASSIGN_OR_RETURN(auto r, raw->run(in));
+    return std::move(r.outputs);
+  };
+  e.memory = [raw]() {
+    const auto& m = raw->memory_stats();
+    return fmt::format("activations: peak {} bytes with reuse, {} bytes without ({} of {} "
+                       "allocations reused)",
+                       m.peak_bytes, m.no_reuse_bytes, m.reused, m.allocations);
+  };
+  e.keep = std::make_shared<std::pair<std::shared_ptr<ExportedProgram>,
+                                      std::unique_ptr<portable::Interpreter>>>(program, std::move(interp));
+  return e;
+}
+
+// The ranges a model compiled in memory plans its input dims for, where --dim gives none: the
+// sizes of the given inputs, or 1 (what random inputs use).
+std::map<std::string, DimRange, std::less<>> dims_of_inputs(const ExportedProgram& program,
+                                                            const GivenInputs& given) {
+  std::map<std::string, DimRange, std::less<>> dims;
+  for (const InputSpec& s : program.signature().inputs) {
+    if (s.kind != InputKind::kUserInput) continue;
+    const Node* n = program.graph().find(s.arg);
+    if (n == nullptr || !n->has_spec()) continue;
+    auto it = given.find(s.name);
+    for (size_t d = 0; d < n->spec().rank(); ++d) {
+      const Dim& dim = n->spec().shape[d];
+      if (dim.is_static() || !is_plain_symbol(dim.symbol_name())) continue;
+      int64_t size = it != given.end() && d < it->second.rank() ? it->second.dim(d) : 1;
+      dims.emplace(std::string(dim.symbol_name()), DimRange{size, size});
+    }
+  }
+  return dims;
+}
+
+// The runtime over a program file, or over the model compiled in memory.
+Result<Engine> runtime_engine(const RunArgs& args, const GivenInputs& given, bool announce) {
+  std::shared_ptr<const runtime::Program> program;
+  if (is_program_file(args.model)) {
+    auto loaded = runtime::Program::load_file(args.model);  // its errors name the file
+    if (!loaded.ok()) return loaded.status();
+    program = std::move(loaded).value();
+    if (args.verify) KILN_RETURN_IF_ERROR(program->verify_checksums().with_context(args.model));
+  } else {
+    std::ostringstream log;
+    auto cm = std::make_unique<CompiledMethod>();
+    cm->name = "forward";
+    cm->model = args.model;
+    KILN_ASSIGN_OR_RETURN(cm->program, load_model(args.model));
+    auto dims = dims_of_inputs(cm->program, given);
+    std::vector<std::unique_ptr<CompiledMethod>> methods;
+    methods.push_back(std::move(cm));
+    KILN_ASSIGN_OR_RETURN(Compiled compiled, compile_programs(std::move(methods), args.compile, dims, log));
+    if (announce) std::cout << log.str();
+    KILN_ASSIGN_OR_RETURN(program, load_image(compiled.image));
+  }
+  auto backends = std::make_shared<runtime::BackendRegistry>();
+  KILN_RETURN_IF_ERROR(register_runtime_backends(*backends));
+  runtime::MethodOptions options;
+  options.num_threads = std::max(1, args.threads);
+  auto method = program->load_method(args.method, *backends, options);
+  if (!method.ok()) return method.status().with_context(args.model);
+  // Destroyed in reverse: the method (its delegates), then the program, then the backends.
+  struct State {
+    std::shared_ptr<runtime::BackendRegistry> backends;
+    std::shared_ptr<const runtime::Program> program;
+    std::unique_ptr<runtime::Method> method;
+  };
+  auto state = std::make_shared<State>(State{backends, program, std::move(method).value()});
+  runtime::Method* m = state->method.get();
+  Engine e;
+  e.name = "runtime";
+  e.input_names = m->input_names();
+  e.output_names = m->output_names();
+  for (const runtime::TensorMeta& meta : m->input_meta()) {
+    InputDecl d{meta.dtype, {}};
+    for (size_t i = 0; i < meta.sizes.size(); ++i) {
+      d.sizes.push_back(meta.sizes[i] >= 0 ? meta.sizes[i] : std::max<int64_t>(1, meta.min[i]));
+    }
+    e.inputs.push_back(std::move(d));
+  }
+  e.run = [m](std::span<const Tensor> in) { return m->execute(in); };
+  e.memory = [m]() {
+    return fmt::format("activations: arena {} bytes planned, {} tensor(s) allocated outside it "
+                       "(outputs, kernel temporaries)",
+                       m->stats().arena_bytes, m->stats().heap_allocations);
+  };
+  e.keep = state;
+  return e;
+}
+
+Result<Engine> make_engine(const RunArgs& args, const GivenInputs& given, bool announce) {
+  return args.interpreter ? interpreter_engine(args) : runtime_engine(args, given, announce);
 }
 
 std::string summarize(const Tensor& t) {
@@ -125,21 +266,19 @@ std::string summarize(const Tensor& t) {
 }
 
 Status run_command(const RunArgs& args) {
-  KILN_ASSIGN_OR_RETURN(ExportedProgram program, load_model(args.model));
-  portable::InterpreterOptions options;
-  options.num_threads = std::max(1, args.threads);
-  KILN_ASSIGN_OR_RETURN(auto interp, make_interpreter(program, options));
-  KILN_ASSIGN_OR_RETURN(auto inputs, gather_inputs(args, *interp, true));
-  KILN_ASSIGN_OR_RETURN(auto result, interp->run(inputs));
+  KILN_ASSIGN_OR_RETURN(GivenInputs given, read_given_inputs(args));
+  KILN_ASSIGN_OR_RETURN(Engine engine, make_engine(args, given, true));
+  KILN_ASSIGN_OR_RETURN(auto inputs, gather_inputs(args, engine, given, true));
+  KILN_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, engine.run(inputs));
   if (!args.output_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(args.output_dir, ec);
     if (ec) return io_error("cannot create '{}': {}", args.output_dir, ec.message());
   }
-  const auto& names = interp->output_names();
+  const auto& names = engine.output_names;
   std::map<std::string, std::string> files;  // file name -> output that takes it
-  for (size_t i = 0; i < result.outputs.size(); ++i) {
-    const Tensor& t = result.outputs[i];
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& t = outputs[i];
     std::cout << fmt::format("output '{}': {} {}\n", names[i], format_shape(t.dtype(), t.shape()), summarize(t));
     if (!args.output_dir.empty()) {
       std::string file = safe_name(names[i]) + ".npy";
@@ -150,29 +289,25 @@ Status run_command(const RunArgs& args) {
       KILN_RETURN_IF_ERROR(npy::write_npy((std::filesystem::path(args.output_dir) / file).string(), t));
     }
   }
-  const auto& m = interp->memory_stats();
-  std::cout << fmt::format("activations: peak {} bytes with reuse, {} bytes without ({} of {} allocations reused)\n",
-                           m.peak_bytes, m.no_reuse_bytes, m.reused, m.allocations);
+  std::cout << engine.memory() << '\n';
   return Status::Ok();
 }
 
 Status bench_command(const RunArgs& args) {
-  KILN_ASSIGN_OR_RETURN(ExportedProgram program, load_model(args.model));
-  portable::InterpreterOptions options;
-  options.num_threads = std::max(1, args.threads);
-  KILN_ASSIGN_OR_RETURN(auto interp, make_interpreter(program, options));
-  KILN_ASSIGN_OR_RETURN(auto inputs, gather_inputs(args, *interp, false));
+  KILN_ASSIGN_OR_RETURN(GivenInputs given, read_given_inputs(args));
+  KILN_ASSIGN_OR_RETURN(Engine engine, make_engine(args, given, false));
+  KILN_ASSIGN_OR_RETURN(auto inputs, gather_inputs(args, engine, given, false));
   std::vector<double> ms;
   for (int i = 0; i < args.warmup + args.runs; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    KILN_ASSIGN_OR_RETURN(auto result, interp->run(inputs));
+    KILN_ASSIGN_OR_RETURN(auto result, engine.run(inputs));
     auto t1 = std::chrono::steady_clock::now();
     if (i >= args.warmup) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
   std::sort(ms.begin(), ms.end());
   double median = ms.empty() ? 0 : ms[ms.size() / 2];
-  std::cout << fmt::format("model {} threads {} runs {}: median {:.3f} ms, min {:.3f} ms (BLAS core {})\n",
-                           args.model, options.num_threads, ms.size(), median,
+  std::cout << fmt::format("model {} ({}) threads {} runs {}: median {:.3f} ms, min {:.3f} ms (BLAS core {})\n",
+                           args.model, engine.name, std::max(1, args.threads), ms.size(), median,
                            ms.empty() ? 0 : ms.front(), portable::blas_core_name());
   return Status::Ok();
 }
@@ -183,7 +318,12 @@ namespace {
 
 // The options run and bench share: the model, its inputs, threads and the random-input seed.
 void add_model_options(CLI::App& sub, RunArgs& args) {
-  sub.add_option("model", args.model, "model (.kir or .onnx)")->required();
+  sub.add_option("model", args.model, "a program file (.kpte), or a model (.onnx or .kir) to compile in memory")->required();
+  sub.add_option("--method", args.method, "the method to run (default forward)");
+  sub.add_flag("--interpreter", args.interpreter,
+               "run the model's IR with the portable interpreter instead of the runtime");
+  sub.add_flag("--verify", args.verify, "program files: check every segment's checksum first");
+  add_compile_options(sub, args.compile);
   sub.add_option("--input", args.inputs, "name=file.npy (repeatable)");
   sub.add_option("--inputs", args.npz, ".npz holding inputs by name");
   sub.add_option("--threads", args.threads, "threads (default 1)");
@@ -203,7 +343,7 @@ void add_model_options(CLI::App& sub, RunArgs& args) {
 }  // namespace
 
 void register_run(CLI::App& app) {
-  add_command(app, "run", "Run a model with the portable interpreter", [](CLI::App& sub) {
+  add_command(app, "run", "Run a program file or a model with the runtime", [](CLI::App& sub) {
     auto args = std::make_shared<RunArgs>();
     add_model_options(sub, *args);
     sub.add_option("--output-dir", args->output_dir, "write each output as DIR/<name>.npy");
@@ -212,7 +352,7 @@ void register_run(CLI::App& app) {
 }
 
 void register_bench(CLI::App& app) {
-  add_command(app, "bench", "Median latency of the portable interpreter", [](CLI::App& sub) {
+  add_command(app, "bench", "Median latency of a program file or a model", [](CLI::App& sub) {
     auto args = std::make_shared<RunArgs>();
     add_model_options(sub, *args);
     sub.add_option("--runs", args->runs, "timed runs (default 20)");

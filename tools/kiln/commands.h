@@ -11,6 +11,7 @@
 #include "kiln/core/file.h"
 #include "kiln/core/status.h"
 #include "kiln/ir/exported_program.h"
+#include "kiln/runtime/program.h"
 
 namespace kiln::tool {
 
@@ -24,12 +25,19 @@ void add_command(CLI::App& app, const std::string& name, const std::string& desc
 /// Loads a model from a .kir or .onnx file (by extension), naming the file in errors.
 Result<ExportedProgram> load_model(const std::string& path);
 
+/// Whether `path` names a program file (.kpte).
+bool is_program_file(const std::string& path);
 
+/// Methods, signatures, instruction counts, arena, delegates (with compile specs when `full`)
+/// and segments of a program file.
+Status print_program_info(const runtime::Program& program, bool full, std::ostream& os);
+
+void register_compile(CLI::App& app);  ///< kiln compile (model -> .kpte)
 void register_fmt(CLI::App& app);
 void register_inspect(CLI::App& app);
 void register_import(CLI::App& app);  ///< kiln import (ONNX -> .kir)
 void register_partition(CLI::App& app);
-void register_run(CLI::App& app);    ///< kiln run (portable interpreter)
-void register_bench(CLI::App& app);  ///< kiln bench (interpreter latency)
+void register_run(CLI::App& app);    ///< kiln run (the runtime; --interpreter for the IR one)
+void register_bench(CLI::App& app);  ///< kiln bench (latency)
 
 }  // namespace kiln::tool

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   CLI::App app{"kiln: ahead-of-time compiler and runtime for neural-network models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kiln 0.1.0");
+  register_compile(app);
   register_fmt(app);
   register_inspect(app);
   register_import(app);

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -24,5 +26,27 @@ Result<std::string> read_file(const std::string& path);
 /// `path`. On any failure the temporary file is removed and `path` is untouched. The file gets
 /// the usual permissions (0666 less the umask).
 Status write_file_atomic(const std::string& path, std::string_view bytes);
+/// The same for a file made of several pieces, written in order without joining them.
+Status write_file_atomic(const std::string& path, std::span<const std::string_view> chunks);
+
+/// A whole file mapped read-only (MAP_PRIVATE), or, for a file the system cannot map, read into
+/// memory. Errors as check_regular_file.
+class MappedFile {
+ public:
+  static Result<std::shared_ptr<const MappedFile>> open(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  std::span<const uint8_t> bytes() const { return {data_, size_}; }
+
+ private:
+  MappedFile() = default;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  bool mapped_ = false;
+  std::string copy_;  // when not mapped
+};
 
 }  // namespace kiln

@@ -21,6 +21,8 @@ enum class StatusCode {
   kOutOfRange,       ///< a size, count or offset past a limit
   kResourceExhausted,  ///< memory (or another resource) that the machine or a limit cannot give
   kInternal,         ///< a broken kiln invariant
+  kInvalidProgram,   ///< a program file that is malformed (ExecuTorch's InvalidProgram)
+  kDelegateFailed,   ///< a delegate's init or execute failed (ExecuTorch's DelegateInvalidHandle)
 };
 
 /// Name of a status code, e.g. "invalid argument".

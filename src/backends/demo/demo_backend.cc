@@ -2,9 +2,8 @@
 #include "kiln/backends/demo/demo_backend.h"
 
 #include <algorithm>
-#include <cstring>
 
-#include "kiln/ir/kir.h"
+#include "kiln/serialize/program_writer.h"
 #include "kiln/lower/delegate_mapping.h"
 
 namespace kiln::demo {
@@ -81,27 +80,21 @@ Result<PreprocessResult> DemoBackend::preprocess(const ExportedProgram& submodul
     auto id = mapping.insert({n});
     if (!id.ok()) return id.status().with_context("demo backend");
   }
-  // The program as text with every constant by size, then the constants' bytes (binary, each
-  // aligned), so the blob holds each weight once and the runtime views it in place.
-  KirPrintOptions options;
-  options.inline_limit = -1;
-  options.print_lowered_modules = false;
-  std::string text = print_kir(submodule, options);
-  const size_t data_start = blob_align(kBlobMagic.size() + 8 + text.size());
-  size_t total = data_start;
-  for (const auto& [name, t] : submodule.constants().entries()) total += blob_align(t.nbytes());
-  PreprocessResult result;
-  std::vector<uint8_t>& blob = result.processed_bytes;
-  blob.assign(total, 0);
-  std::memcpy(blob.data(), kBlobMagic.data(), kBlobMagic.size());
-  uint64_t text_size = text.size();
-  for (int i = 0; i < 8; ++i) blob[kBlobMagic.size() + i] = static_cast<uint8_t>(text_size >> (8 * i));
-  std::memcpy(blob.data() + kBlobMagic.size() + 8, text.data(), text.size());
-  size_t at = data_start;
-  for (const auto& [name, t] : submodule.constants().entries()) {
-    if (t.nbytes() > 0) std::memcpy(blob.data() + at, t.data(), t.nbytes());
-    at += blob_align(t.nbytes());
+  // The submodule as a program file: planned, its weights in one constant segment that the
+  // runtime views in place (blob segments in a .kpte are 4 KiB aligned, so 64 is enough here).
+  SerializeOptions options;
+  options.segment_alignment = 64;
+  options.unbounded_dims_dynamic = true;  // without a "dims" spec, sized when run
+  if (const CompileSpec* spec = find_compile_spec(compile_specs, kDimsSpecKey)) {
+    auto dims = parse_dim_ranges(compile_spec_string(*spec));
+    if (!dims.ok()) return dims.status().with_context("demo backend: compile spec 'dims'");
+    options.dims = std::move(dims).value();
   }
+  MethodToSerialize method{std::string(kBlobMethod), &submodule};
+  auto image = serialize_program(std::span(&method, 1), options);
+  if (!image.ok()) return image.status().with_context("demo backend");
+  PreprocessResult result;
+  result.processed_bytes = image->bytes();
   KILN_ASSIGN_OR_RETURN(result.debug_handle_map, mapping.get_integer_delegate_mapping());
   return result;
 }

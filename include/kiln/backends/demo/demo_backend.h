@@ -1,5 +1,5 @@
-// The demo backend: delegates a chosen op set, its blob is the submodule as .kir text, and its
-// runtime runs that text with the portable interpreter. It exists so tests and `kiln partition`
+// The demo backend: delegates a chosen op set, its blob is the submodule as a .kpte program, and
+// its runtime (demo_runtime.h) runs that program with the runtime. It exists so tests and `kiln partition`
 // can run the whole delegation path end to end.
 #pragma once
 
@@ -15,20 +15,15 @@
 #include "kiln/ir/exported_program.h"
 #include "kiln/lower/backend.h"
 #include "kiln/partition/operator_support.h"
+#include "kiln/backends/demo/demo_runtime.h"
 
 namespace kiln::demo {
 
-/// The backend id partitioners name.
-inline constexpr std::string_view kBackendId = "demo";
 /// Compile spec key: comma-separated op names the delegate accepts ("add,mul"); absent: any op.
 inline constexpr std::string_view kOpsSpecKey = "ops";
-/// A demo blob: kBlobMagic; the size of the text (u64, little-endian); the submodule as .kir
-/// text with every constant printed by size; zeros up to a multiple of kBlobAlign; then each
-/// constant's bytes in the constant store's (name) order, each padded to kBlobAlign.
-inline constexpr std::string_view kBlobMagic = "KILNDEMO2\n";
-inline constexpr size_t kBlobAlign = 64;
-/// `n` rounded up to a multiple of kBlobAlign: where the next part of a demo blob starts.
-inline constexpr size_t blob_align(size_t n) { return (n + kBlobAlign - 1) / kBlobAlign * kBlobAlign; }
+/// Compile spec key: the ranges symbolic dims are planned for ("batch=1..8,seq=1..128"), as
+/// `kiln compile --dim` gives them; needed when the submodule has symbolic dims.
+inline constexpr std::string_view kDimsSpecKey = "dims";
 
 /// Parses "add,mul" (spaces allowed) into op ids; an unknown or empty name is an error naming it.
 Result<std::vector<OpId>> parse_op_list(std::string_view list);
@@ -42,8 +37,9 @@ OperatorSupportPtr demo_operator_support(std::vector<OpId> ops);
 Result<OperatorSupportPtr> demo_operator_support(const std::vector<CompileSpec>& specs);
 
 /// Compile side. preprocess rejects a submodule with a call outside the "ops" compile spec
-/// (naming the node), and returns the submodule as a demo blob (see kBlobMagic), with one
-/// debug-map entry per call node (generated identifiers).
+/// (naming the node), and returns the submodule as a program file (one method, kBlobMethod,
+/// memory planned, segments 64-byte aligned) with one debug-map entry per call node (generated
+/// identifiers).
 class DemoBackend final : public BackendDetails {
  public:
   std::string_view id() const override { return kBackendId; }
@@ -53,30 +49,6 @@ class DemoBackend final : public BackendDetails {
 
 /// Adds the demo backend to `registry` (fails if "demo" is already there).
 Status register_demo_backend(BackendRegistry& registry);
-
-/// Runtime side: a parsed blob run by the portable interpreter. Movable; owns its program, whose
-/// constants view the blob's bytes in place.
-class DemoDelegate {
- public:
-  /// Checks the magic, the sizes and the .kir text; errors name what is wrong in the blob and
-  /// where. `blob` must outlive the delegate (the constants are views of it, never copies).
-  static Result<DemoDelegate> init(std::span<const uint8_t> blob,
-                                   const std::vector<CompileSpec>& compile_specs);
-  DemoDelegate(DemoDelegate&&) noexcept;
-  DemoDelegate& operator=(DemoDelegate&&) noexcept;
-  ~DemoDelegate();
-
-  /// Runs the program on `inputs` (one per user input, in order) and returns its user outputs.
-  /// Buffers the program mutates keep their new value for the next call.
-  Result<std::vector<Tensor>> execute(std::span<const Tensor> inputs);
-  /// The parsed submodule.
-  const ExportedProgram& program() const { return *program_; }
-
- private:
-  DemoDelegate();
-  std::unique_ptr<ExportedProgram> program_;
-  std::unique_ptr<portable::Interpreter> interpreter_;
-};
 
 /// A hook for the portable interpreter that runs each call_delegate of `program` through a
 /// DemoDelegate made from its lowered module (each must have backend id "demo" and a full blob).

@@ -1,0 +1,63 @@
+// The tool's compile pipeline: import, partition across backends, lower, plan and serialize.
+// `kiln compile` writes the result; `kiln run MODEL` loads it from memory.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/ir/exported_program.h"
+#include "kiln/partition/why_no_partition.h"
+#include "kiln/runtime/program.h"
+#include "kiln/serialize/program_writer.h"
+
+namespace kiln::tool {
+
+struct CompileArgs {
+  std::vector<std::string> backends;  ///< in order: each takes what it supports of what is left
+  std::string ops;                    ///< the demo backend's op set (empty: every op)
+  std::vector<std::string> dims;      ///< "batch=1..8" (repeatable, or comma separated)
+  size_t segment_alignment = 4096;
+  bool report = false;                ///< print the WhyNoPartition table
+};
+
+/// One method as compiled: the lowered program the image views (keep it alive with the image).
+struct CompiledMethod {
+  std::string name;
+  std::string model;
+  ExportedProgram program;
+  size_t partitions = 0, nodes_delegated = 0, nodes_total = 0;
+  std::shared_ptr<WhyNoPartitionReporter> reporter;
+};
+
+struct Compiled {
+  std::vector<std::unique_ptr<CompiledMethod>> methods;
+  ProgramImage image;
+};
+
+/// Adds the compile options (--backend, --ops, --dim, --segment-alignment) to `cmd`.
+void add_compile_options(CLI::App& cmd, CompileArgs& args);
+
+/// Compiles each (method name, model path) into one program image; progress on `log`.
+Result<Compiled> compile_models(const std::vector<std::pair<std::string, std::string>>& methods,
+                                const CompileArgs& args, std::ostream& log);
+
+/// Compiles loaded methods. Symbols `args.dims` leaves out take their range from `default_dims`
+/// (a run in memory plans for the inputs it has); a plain symbol of an input with neither is an
+/// error that names it and asks for --dim.
+Result<Compiled> compile_programs(std::vector<std::unique_ptr<CompiledMethod>> methods,
+                                  const CompileArgs& args,
+                                  const std::map<std::string, DimRange, std::less<>>& default_dims,
+                                  std::ostream& log);
+
+/// Whether a dim's name is a plain symbol ("batch"), not a derived one ("batch*2").
+bool is_plain_symbol(std::string_view name);
+
+/// Loads a compiled image back as a runtime program (in memory, no file).
+Result<std::shared_ptr<const runtime::Program>> load_image(const ProgramImage& image);
+
+}  // namespace kiln::tool
