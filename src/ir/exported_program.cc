@@ -66,8 +66,29 @@ ExportedProgram::ExportedProgram(ExportedProgram&&) noexcept = default;
 ExportedProgram& ExportedProgram::operator=(ExportedProgram&&) noexcept = default;
 
 const LoweredModule* ExportedProgram::find_lowered_module(std::string_view name) const {
-  for (const auto& m : lowered_) {
-    if (m.name == name) return &m;
+  auto hit = [&]() -> const LoweredModule* {
+    auto it = lowered_index_.find(std::string(name));
+    if (it == lowered_index_.end() || it->second >= lowered_.size()) return nullptr;
+    const LoweredModule& m = lowered_[it->second];
+    return m.name == name ? &m : nullptr;
+  };
+  if (const LoweredModule* m = hit()) return m;
+  if (lowered_indexed_ > lowered_.size() || lowered_index_.count(std::string(name)) > 0) {
+    // Modules were removed, or this entry went stale (renamed or reordered): index anew.
+    lowered_index_.clear();
+    lowered_indexed_ = 0;
+  }
+  if (lowered_indexed_ < lowered_.size()) {
+    for (size_t i = lowered_indexed_; i < lowered_.size(); ++i) lowered_index_[lowered_[i].name] = i;
+    lowered_indexed_ = lowered_.size();
+    return hit();
+  }
+  // Nothing appended: a miss is certain unless a module was renamed in place.
+  for (size_t i = 0; i < lowered_.size(); ++i) {
+    if (lowered_[i].name == name) {
+      lowered_index_[lowered_[i].name] = i;
+      return &lowered_[i];
+    }
   }
   return nullptr;
 }
@@ -240,6 +261,15 @@ Status ExportedProgram::lint() const {
                             ph[i]->spec().to_string(), s.target, spec_of(*t).to_string());
     }
     if (s.kind == InputKind::kBuffer) buffers.insert(s.target);
+  }
+  for (const LoweredModule& m : lowered_) {
+    for (const auto& [key, constant] : m.named_data) {
+      if (!constants_.contains(constant)) {
+        return internal_error("lint: lowered module '{}': named data '{}' names constant '{}', "
+                              "which is not stored",
+                              m.name, key, constant);
+      }
+    }
   }
   const Node* out = graph_->output_node();
   size_t n_out = out ? out->arg(0).nodes().size() : 0;

@@ -339,6 +339,18 @@ Status Parser::parse_lowered(int depth, ExportedProgram* ep) {
         else if (!at(Tok::kRBrace)) return err(cur_, "expected '}}' after the debug handle map, got {}", describe(cur_));
       }
       KILN_RETURN_IF_ERROR(advance());
+    } else if (key.text == "named_data") {
+      KILN_RETURN_IF_ERROR(expect(Tok::kLBrace, "{", "after 'named_data='"));
+      while (!at(Tok::kRBrace)) {
+        std::pair<std::string, std::string> entry;
+        KILN_RETURN_IF_ERROR(parse_name(&entry.first, "a named data key"));
+        KILN_RETURN_IF_ERROR(expect(Tok::kColon, ":", "after the named data key"));
+        KILN_RETURN_IF_ERROR(parse_name(&entry.second, "the constant holding the named data"));
+        m.named_data.push_back(std::move(entry));
+        if (at(Tok::kComma)) KILN_RETURN_IF_ERROR(advance());
+        else if (!at(Tok::kRBrace)) return err(cur_, "expected '}}' after the named data, got {}", describe(cur_));
+      }
+      KILN_RETURN_IF_ERROR(advance());
     } else if (key.text == "bytes") {
       bytes_tok = cur_;
       KILN_RETURN_IF_ERROR(parse_int(&bytes, "a byte count"));

@@ -230,6 +230,16 @@ void append_lowered(std::string& out, const LoweredModule& m, const KirPrintOpti
     }
     out += '}';
   }
+  if (!m.named_data.empty()) {
+    out += ", named_data={";
+    for (size_t i = 0; i < m.named_data.size(); ++i) {
+      if (i) out += ", ";
+      out += name_or_quoted(m.named_data[i].first);
+      out += ": ";
+      out += name_or_quoted(m.named_data[i].second);
+    }
+    out += '}';
+  }
   const Storage* blob = m.processed_bytes.get();
   out += fmt::format(", bytes={}", blob ? blob->size() : 0);
   if (options.print_blobs && blob != nullptr && !is_elided(*blob)) {

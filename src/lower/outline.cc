@@ -2,21 +2,45 @@
 
 #include <algorithm>
 #include <set>
+#include <unordered_map>
 
 namespace kiln::lower_detail {
 namespace {
 
-// Partition membership by dense node id; nodes created after the partition was collected
-// (ids past the end) are never members.
-class Membership {
+// A set of node ids that costs what it holds, not the graph's size: a stamp per id, a member
+// when it equals the set's epoch. Each kind of set (`Slot`) has its own stamp array per thread,
+// reused by every partition, so outlining 100k partitions of a 1M-node graph never clears 1M
+// entries per partition. Ids past the array (nodes created later) are never members.
+template <int Slot>
+class NodeSet {
  public:
-  explicit Membership(uint32_t bound) : in_(bound, 0) {}
-  void add(const Node* n) { in_[n->id()] = 1; }
-  bool has(const Node* n) const { return n->id() < in_.size() && in_[n->id()] != 0; }
+  explicit NodeSet(uint32_t bound) {
+    Stamps& s = stamps();
+    if (s.of.size() < bound) s.of.resize(bound, 0);
+    if (++s.epoch == 0) {  // wrapped: no stale stamp may equal a new epoch
+      std::fill(s.of.begin(), s.of.end(), 0);
+      s.epoch = 1;
+    }
+    epoch_ = s.epoch;
+  }
+  void add(const Node* n) { stamps().of[n->id()] = epoch_; }
+  bool has(const Node* n) const {
+    const Stamps& s = stamps();
+    return n->id() < s.of.size() && s.of[n->id()] == epoch_;
+  }
 
  private:
-  std::vector<char> in_;
+  struct Stamps {
+    std::vector<uint32_t> of;
+    uint32_t epoch = 0;
+  };
+  static Stamps& stamps() {
+    thread_local Stamps s;
+    return s;
+  }
+  uint32_t epoch_ = 0;
 };
+using Membership = NodeSet<0>;
 
 Status need_single_spec(const std::string& tag, const Node* v, const char* role) {
   if (v->meta.val.empty()) {
@@ -52,12 +76,12 @@ Result<size_t> outline_partition(ExportedProgram& owner, PartitionToLower& part,
   // Nodes outside the partition that sit inside its span and read from it must move after the
   // delegate call. If the partition reads one of them back, it has a cycle through outside
   // nodes, which the partitioner promised never to produce.
-  std::vector<char> depends(g.id_bound(), 0);
+  NodeSet<1> depends(g.id_bound());
   std::vector<Node*> to_move;
   for (Node* n = body.front()->next(); n != nullptr && n != last->next(); n = n->next()) {
     if (in.has(n)) {
       for (const Use& u : n->operands()) {
-        if (depends[u.value->id()]) {
+        if (depends.has(u.value)) {
           return invalid_argument("to_backend: partition '{}' forms a cycle: node '{}' reads '{}', "
                                   "which is outside the partition and depends on it",
                                   tag, n->name(), u.value->name());
@@ -66,8 +90,8 @@ Result<size_t> outline_partition(ExportedProgram& owner, PartitionToLower& part,
       continue;
     }
     for (const Use& u : n->operands()) {
-      if (in.has(u.value) || depends[u.value->id()]) {
-        depends[n->id()] = 1;
+      if (in.has(u.value) || depends.has(u.value)) {
+        depends.add(n);
         to_move.push_back(n);
         break;
       }
@@ -76,12 +100,12 @@ Result<size_t> outline_partition(ExportedProgram& owner, PartitionToLower& part,
 
   // Values flowing in, in first-use order.
   std::vector<Node*> ext_inputs;
-  std::vector<char> seen(g.id_bound(), 0);
+  NodeSet<2> seen(g.id_bound());
   for (Node* n : body) {
     for (const Use& u : n->operands()) {
       Node* v = u.value;
-      if (in.has(v) || seen[v->id()]) continue;
-      seen[v->id()] = 1;
+      if (in.has(v) || seen.has(v)) continue;
+      seen.add(v);
       KILN_RETURN_IF_ERROR(need_single_spec(tag, v, "input"));
       ext_inputs.push_back(v);
     }
@@ -136,7 +160,12 @@ Result<size_t> outline_partition(ExportedProgram& owner, PartitionToLower& part,
 
   // ---- The submodule: owned constants, then user inputs; the body; mutations, then outputs.
   auto sub = std::make_shared<ExportedProgram>();
-  std::vector<Node*> map(g.id_bound(), nullptr);
+  std::unordered_map<uint32_t, Node*> map;  // owner node id -> its submodule node
+  map.reserve(part.nodes.size() + ext_inputs.size());
+  auto mapped = [&map](const Node* n) -> Node* {
+    auto it = map.find(n->id());
+    return it == map.end() ? nullptr : it->second;
+  };
   for (Node* p : owned_inputs) {
     const InputSpec* s = owner.input_spec(p);
     const Tensor* t = owner.constants().find(s->target);
@@ -158,11 +187,11 @@ Result<size_t> outline_partition(ExportedProgram& owner, PartitionToLower& part,
   }
   for (Node* v : ext_inputs) map[v->id()] = sub->add_user_input(v->name(), v->meta.val[0]);
   auto remap = [&](const Arg& a) -> Arg {
-    if (a.is_node()) return Arg(map[a.node()->id()]);
+    if (a.is_node()) return Arg(mapped(a.node()));
     if (a.is_node_list()) {
       std::vector<Node*> l;
       l.reserve(a.nodes().size());
-      for (Node* v : a.nodes()) l.push_back(map[v->id()]);
+      for (Node* v : a.nodes()) l.push_back(mapped(v));
       return Arg(std::move(l));
     }
     return a;
@@ -200,11 +229,11 @@ Result<size_t> outline_partition(ExportedProgram& owner, PartitionToLower& part,
   std::vector<Node*> sub_outputs;
   std::vector<OutputSpec> sub_specs;
   for (size_t i : owned_mutations) {
-    sub_outputs.push_back(map[out_values[i]->id()]);
+    sub_outputs.push_back(mapped(out_values[i]));
     sub_specs.push_back({OutputKind::kBufferMutation, out_specs[i].target});
   }
   for (Node* v : user_outputs) {
-    sub_outputs.push_back(map[v->id()]);
+    sub_outputs.push_back(mapped(v));
     sub_specs.push_back({OutputKind::kUserOutput, ""});
   }
   KILN_RETURN_IF_ERROR(sub->set_outputs(sub_outputs, std::move(sub_specs)));
@@ -225,6 +254,16 @@ Result<size_t> outline_partition(ExportedProgram& owner, PartitionToLower& part,
   lm.processed_bytes = std::make_shared<const VectorStorage>(std::move(pre->processed_bytes));
   lm.original_module = sub;
   lm.debug_handle_map = std::move(pre->debug_handle_map);
+  for (auto& [key, tensor] : pre->named_data) {
+    std::string constant = fmt::format("{}.{}", module_name, key);
+    if (owner.constants().contains(constant)) {
+      return invalid_argument("to_backend: backend '{}' on partition '{}': named data '{}' would be "
+                              "stored as constant '{}', which exists",
+                              part.backend->id(), tag, key, constant);
+    }
+    owner.constants().set(constant, std::move(tensor));
+    lm.named_data.emplace_back(key, std::move(constant));
+  }
   owner.lowered_modules().push_back(std::move(lm));
 
   // ---- Rewrite the owning graph: the call goes where the partition's last node was.

@@ -60,6 +60,8 @@ struct Program::Impl {
   std::unordered_map<std::string, const fb::Method*> methods;
   std::vector<std::string> method_order;
 
+  const NamedDataMap* external = nullptr;  // only during parse()
+
   Status parse();
   Status check_method(const fb::Method* m) const;
   std::string spec_text(const fb::Method* m, const fb::Tensor* t) const;
@@ -191,6 +193,19 @@ Status Program::Impl::parse() {
     for (uint32_t i = 0; i < root->constants()->size(); ++i) {
       const fb::ConstantData* c = root->constants()->Get(i);
       std::string where = fmt::format("Program.constants[{}]", i);
+      if (c->key() != nullptr) {  // external: named data the loader was given
+        auto bytes = external != nullptr ? external->get(c->key()->string_view())
+                                         : Result<std::span<const uint8_t>>(not_found(
+                                               "named data '{}' is needed but none was given",
+                                               c->key()->string_view()));
+        if (!bytes.ok()) return bad_program(where, bytes.status().message());
+        if (bytes->size() != c->nbytes()) {
+          return bad_program(where, fmt::format("named data '{}' has {} bytes, the constant {}",
+                                                c->key()->string_view(), bytes->size(), c->nbytes()));
+        }
+        constants.push_back(*bytes);
+        continue;
+      }
       if (c->segment() >= segments.size() ||
           segments[c->segment()].kind != static_cast<uint64_t>(SegmentKind::kConstants)) {
         return bad_program(where, fmt::format("segment {} is not a constant segment (the file has "
@@ -241,7 +256,17 @@ Status Program::Impl::parse() {
     for (const fb::ValueEntry* v : *m->values()) {
       const fb::Tensor* t = v->value_as_Tensor();
       if (t != nullptr && (t->home() == fb::TensorHome::Constant || t->home() == fb::TensorHome::Buffer)) {
-        constant_segments.insert(root->constants()->Get(static_cast<uint32_t>(t->data()))->segment());
+        const fb::ConstantData* c = root->constants()->Get(static_cast<uint32_t>(t->data()));
+        if (c->key() == nullptr) constant_segments.insert(c->segment());  // external: no segment
+      }
+    }
+    if (m->delegates() != nullptr) {
+      for (const fb::Delegate* d : *m->delegates()) {
+        if (d->named_data() == nullptr) continue;
+        for (const fb::NamedData* nd : *d->named_data()) {
+          const fb::ConstantData* c = root->constants()->Get(nd->constant());
+          if (c->key() == nullptr) constant_segments.insert(c->segment());
+        }
       }
     }
     for (uint32_t seg : constant_segments) segment_info[seg].users.push_back(name);
@@ -411,6 +436,15 @@ Status Program::Impl::check_method(const fb::Method* m) const {
                          fmt::format("segment {} is not a delegate blob (the file has {} segments)",
                                      del->segment(), segments.size()));
     }
+    if (del->named_data() != nullptr) {
+      for (uint32_t k = 0; k < del->named_data()->size(); ++k) {
+        uint32_t c = del->named_data()->Get(k)->constant();
+        if (c >= nconst) {
+          return bad_program(where(fmt::format("delegates[{}].named_data[{}]", d, k)),
+                             fmt::format("constant {} does not exist (the program has {})", c, nconst));
+        }
+      }
+    }
   }
   auto written = tensor_home({fb::TensorHome::Arena, fb::TensorHome::Output, fb::TensorHome::Alias,
                               fb::TensorHome::Dynamic},
@@ -471,7 +505,8 @@ Result<std::shared_ptr<const Program>> Program::load_file(const std::string& pat
 }
 
 Result<std::shared_ptr<const Program>> Program::load_buffer(std::span<const uint8_t> bytes,
-                                                            std::shared_ptr<const void> owner) {
+                                                            std::shared_ptr<const void> owner,
+                                                            const NamedDataMap* named_data) {
   auto impl = std::make_unique<Impl>();
   if (reinterpret_cast<uintptr_t>(bytes.data()) % 64 != 0) {
     KILN_RETURN_IF_ERROR(check_memory(bytes.size(), "copying an unaligned program buffer"));
@@ -483,7 +518,9 @@ Result<std::shared_ptr<const Program>> Program::load_buffer(std::span<const uint
   }
   impl->owner = std::move(owner);
   impl->file = bytes;
+  impl->external = named_data;
   KILN_RETURN_IF_ERROR(impl->parse());
+  impl->external = nullptr;
   return std::shared_ptr<const Program>(new Program(std::move(impl)));
 }
 
@@ -543,6 +580,12 @@ Result<MethodInfo> Program::method_info(std::string_view name) const {
       di.backend = d->backend()->str();
       di.segment = d->segment();
       di.blob_bytes = impl_->segments[d->segment()].size;
+      if (d->named_data()) {
+        for (const fb::NamedData* nd : *d->named_data()) {
+          ++di.named_data;
+          di.named_data_bytes += impl_->constants[nd->constant()].size();
+        }
+      }
       if (d->compile_specs()) {
         for (const fb::CompileSpec* s : *d->compile_specs()) {
           std::string value;
@@ -759,7 +802,13 @@ Result<std::unique_ptr<Method>> Program::load_method(std::string_view name,
                                       : std::span<const uint8_t>()});
         }
       }
-      BackendInitContext ctx{name, mi->delegate_names[d], impl_->owner, options.num_threads};
+      NamedDataMap named;
+      if (del->named_data() != nullptr) {
+        for (const fb::NamedData* nd : *del->named_data()) {
+          named.add(nd->key()->str(), impl_->constants[nd->constant()]);
+        }
+      }
+      BackendInitContext ctx{name, mi->delegate_names[d], impl_->owner, options.num_threads, &named};
       auto h = mi->backends[d]->init(ctx, impl_->file.subspan(seg.offset, seg.size), specs);
       if (!h.ok()) {
         return make_error(StatusCode::kDelegateFailed, "method '{}': delegate '{}' (backend '{}') failed to initialise: {}",
@@ -1075,6 +1124,14 @@ std::vector<std::string> BackendRegistry::ids() const {
   std::vector<std::string> out;
   for (const auto& [id, b] : backends_) out.push_back(id);
   return out;
+}
+
+Result<std::span<const uint8_t>> NamedDataMap::get(std::string_view key) const {
+  auto it = data_.find(key);
+  if (it == data_.end()) {
+    return not_found("named data '{}' is not in the program file ({} entries given)", key, data_.size());
+  }
+  return it->second;
 }
 
 std::shared_ptr<Storage> BufferAllocator::allocate(size_t bytes) {

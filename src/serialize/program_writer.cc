@@ -42,10 +42,17 @@ uint64_t hash_bytes(std::span<const uint8_t> b) {
 // Constants and blobs of the whole file, each distinct byte string stored once.
 class DataTable {
  public:
-  explicit DataTable(size_t constant_alignment) : constant_alignment_(constant_alignment) {}
+  DataTable(size_t constant_alignment, bool external)
+      : constant_alignment_(constant_alignment), external_mode_(external) {}
 
-  // Index into Program.constants of a tensor's bytes.
-  uint32_t constant(const Tensor& t) {
+  // Index into Program.constants of a tensor's bytes; with external constants, of the named
+  // constant `key` (the bytes go to the caller).
+  uint32_t constant(const Tensor& t, const std::string& key) {
+    if (external_mode_) {
+      auto [it, fresh] = external_index_.try_emplace(key, static_cast<uint32_t>(external_.size()));
+      if (fresh) external_.emplace_back(key, t);
+      return it->second;
+    }
     std::span<const uint8_t> b(static_cast<const uint8_t*>(t.data()), t.nbytes());
     if (constant_segment_ < 0) {  // made with the first constant: a file without any has none
       constant_segment_ = static_cast<int32_t>(segments_.size());
@@ -89,6 +96,9 @@ class DataTable {
 
   Offset<flatbuffers::Vector<Offset<fb::ConstantData>>> write_constants(FlatBufferBuilder& fbb) const {
     std::vector<Offset<fb::ConstantData>> out;
+    for (const auto& [key, t] : external_) {
+      out.push_back(fb::CreateConstantData(fbb, 0, 0, t.nbytes(), fbb.CreateString(key)));
+    }
     out.reserve(constants_.size());
     for (size_t piece : constants_) {
       const auto& [off, bytes] = segments_[constant_segment_].pieces[piece];
@@ -98,9 +108,14 @@ class DataTable {
   }
 
   std::vector<Segment>& segments() { return segments_; }
+  std::vector<std::pair<std::string, Tensor>>& external() { return external_; }
 
  private:
   size_t constant_alignment_;
+  bool external_mode_;
+  // External constants (SerializeOptions::external_constants): by key, in index order.
+  std::vector<std::pair<std::string, Tensor>> external_;
+  std::unordered_map<std::string, uint32_t> external_index_;
   std::vector<Segment> segments_;
   int32_t constant_segment_ = -1;  // the one segment of constants, once there is one
   std::vector<size_t> constants_;  // constant index -> piece of the constant segment
@@ -219,7 +234,7 @@ class MethodWriter {
             return fail_at(n, fmt::format("constant '{}' has no bytes (a text form gave its size "
                                           "only)", target));
           }
-          data = static_cast<int32_t>(data_.constant(*t));
+          data = static_cast<int32_t>(data_.constant(*t, target));
           if (v.home == ValueHome::kBuffer) {
             home = fb::TensorHome::Buffer;
             buffer = fbb_.CreateString(target);
@@ -376,10 +391,28 @@ class MethodWriter {
     for (const CompileSpec& s : lm->compile_specs) {
       specs.push_back(fb::CreateCompileSpec(fbb_, fbb_.CreateString(s.key), fbb_.CreateVector(s.value)));
     }
+    // Named data: the blob's weights, kept in the owner's constants; identical bytes (two
+    // delegates' copies of one weight, or two methods') land in the constant segment once.
+    std::vector<Offset<fb::NamedData>> named;
+    for (const auto& [key, constant] : lm->named_data) {
+      const Tensor* t = program_.constants().find(constant);
+      if (t == nullptr) {
+        return fail_at(call, fmt::format("lowered module '{}': named data '{}' names constant "
+                                         "'{}', which is not stored",
+                                         module, key, constant));
+      }
+      if (t->nbytes() > 0 && t->storage() != nullptr && is_elided(*t->storage())) {
+        return fail_at(call, fmt::format("lowered module '{}': named data '{}' (constant '{}') has "
+                                         "no bytes (a text form gave its size only)",
+                                         module, key, constant));
+      }
+      named.push_back(fb::CreateNamedData(fbb_, fbb_.CreateString(key), data_.constant(*t, constant)));
+    }
     uint32_t segment = data_.blob(lm->processed_bytes);
     delegates_.push_back(fb::CreateDelegate(fbb_, fbb_.CreateString(lm->name),
                                             fbb_.CreateString(lm->backend_id),
-                                            fbb_.CreateVector(specs), segment));
+                                            fbb_.CreateVector(specs), segment,
+                                            fbb_.CreateVector(named)));
     uint32_t idx = static_cast<uint32_t>(delegates_.size() - 1);
     delegate_index_.emplace(module, idx);
     return idx;
@@ -572,8 +605,11 @@ Result<ProgramImage> serialize_program(std::span<const MethodToSerialize> method
     }
   }
 
-  FlatBufferBuilder fbb(1 << 16);
-  DataTable data(options.constant_alignment);
+  // About 100 bytes per node; a small delegate blob (a nested program) starts small.
+  size_t nodes = 0;
+  for (const MethodToSerialize& m : methods) nodes += m.program->graph().size();
+  FlatBufferBuilder fbb(std::min<size_t>(size_t{1} << 30, 1024 + 128 * nodes));
+  DataTable data(options.constant_alignment, options.external_constants);
   OperatorTable ops;
   std::vector<Offset<fb::Method>> method_offsets;
   for (const MethodToSerialize& m : methods) {
@@ -654,6 +690,7 @@ Result<ProgramImage> serialize_program(std::span<const MethodToSerialize> method
     for (auto& k : s.keep) image.keep.push_back(std::move(k));
   }
   image.size = written;
+  image.external = std::move(data.external());
   return image;
 }
 

@@ -114,7 +114,12 @@ TEST(DemoBackend, DelegateKeepsItsBufferState) {
   ASSERT_TRUE(p.mutated_buffers().empty()) << "the delegate should own the buffer";
   // One delegate instance across three calls: its buffer accumulates like the original's.
   const LoweredModule& m = p.lowered_modules()[0];
-  auto d = demo::DemoDelegate::init(m.processed_bytes->bytes(), m.processed_bytes);
+  runtime::NamedDataMap named;
+  for (const auto& [key, constant] : m.named_data) {
+    const Tensor* t = p.constants().find(constant);
+    named.add(key, std::span<const uint8_t>(static_cast<const uint8_t*>(t->data()), t->nbytes()));
+  }
+  auto d = demo::DemoDelegate::init(m.processed_bytes->bytes(), m.processed_bytes, &named);
   ASSERT_TRUE(d.ok()) << d.status().message();
   std::vector<Tensor> got;
   for (int i = 0; i < 3; ++i) {
@@ -125,34 +130,48 @@ TEST(DemoBackend, DelegateKeepsItsBufferState) {
   expect_same(got, expect);
 }
 
-TEST(DemoBackend, BlobIsTheSubmoduleAsAProgramFile) {
+TEST(DemoBackend, BlobIsTheSubmoduleAsAProgramFileWithNamedWeights) {
   ExportedProgram p;
   build_mlp(p);
   BackendRegistry registry = testing::demo_registry();
   testing::TagPartitioner part(testing::Tags{{"p_w1", "t"}, {"p_b1", "t"}, {"linear", "t"}});
   ASSERT_TRUE(to_backend(p, part, registry).ok());
   const LoweredModule& m = p.lowered_modules()[0];
-  auto program = runtime::Program::load_buffer(m.processed_bytes->bytes(), m.processed_bytes);
+  // The weights stay with the owner as named data, under the module's name.
+  EXPECT_EQ(m.named_data, (std::vector<std::pair<std::string, std::string>>{
+                              {"w1", "lowered_module_0.w1"}, {"b1", "lowered_module_0.b1"}}));
+  const Tensor* w1 = p.constants().find("lowered_module_0.w1");
+  ASSERT_NE(w1, nullptr);
+  EXPECT_EQ(std::memcmp(w1->data(), m.original_module->constants().find("w1")->data(), w1->nbytes()), 0);
+  // The blob holds no weight bytes: it is a program file whose constants are external.
+  auto blob = m.processed_bytes->bytes();
+  std::string_view blob_text(reinterpret_cast<const char*>(blob.data()), blob.size());
+  EXPECT_EQ(blob_text.find(std::string_view(static_cast<const char*>(w1->data()), w1->nbytes())),
+            std::string_view::npos);
+  auto alone = runtime::Program::load_buffer(blob, m.processed_bytes);
+  ASSERT_FALSE(alone.ok());
+  EXPECT_NE(alone.status().message().find("named data 'w1' is needed but none was given"),
+            std::string::npos)
+      << alone.status().message();
+  runtime::NamedDataMap named;
+  for (const auto& [key, constant] : m.named_data) {
+    const Tensor* t = p.constants().find(constant);
+    named.add(key, std::span<const uint8_t>(static_cast<const uint8_t*>(t->data()), t->nbytes()));
+  }
+  auto program = runtime::Program::load_buffer(blob, m.processed_bytes, &named);
   ASSERT_TRUE(program.ok()) << program.status().message();
   EXPECT_EQ((*program)->method_names(), std::vector<std::string>{"forward"});
   auto info = (*program)->method_info("forward");
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->kernel_calls, 1u);  // the linear
-  EXPECT_EQ(info->delegate_calls, 0u);
-  // The submodule's two weights, stored once each in one constant segment.
-  ASSERT_EQ((*program)->segments().size(), 1u);
-  EXPECT_EQ((*program)->segments()[0].kind, "constants");
-  const Tensor* w1 = m.original_module->constants().find("w1");
-  const Tensor* b1 = m.original_module->constants().find("b1");
-  ASSERT_TRUE(w1 && b1);
-  EXPECT_GE((*program)->segments()[0].size, w1->nbytes() + b1->nbytes());
+  EXPECT_TRUE((*program)->segments().empty());
   // It runs like the submodule.
   runtime::BackendRegistry none;
   auto method = (*program)->load_method("forward", none);
   ASSERT_TRUE(method.ok()) << method.status().message();
   std::vector<Tensor> inputs;
   for (const auto& meta : (*method)->input_meta()) inputs.push_back(ramp(meta.sizes, 0.25, 0.5));
-  auto d = demo::DemoDelegate::init(m.processed_bytes->bytes(), m.processed_bytes);
+  auto d = demo::DemoDelegate::init(blob, m.processed_bytes, &named);
   ASSERT_TRUE(d.ok()) << d.status().message();
   auto got = d->execute(inputs);
   ASSERT_TRUE(got.ok()) << got.status().message();

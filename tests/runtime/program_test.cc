@@ -47,7 +47,7 @@ void build_accumulator(ExportedProgram& p) {
   Node* buf = p.add_buffer("b_acc", "acc", ramp({3}, 1.0, 1.0));
   Node* upd = b.add(buf, x);
   Node* y = b.call(OpId::kMul, {upd, 3.0});
-  b.outputs({upd, y}, {{OutputKind::kBufferMutation, "acc"}, {OutputKind::kUserOutput, ""}});
+  b.outputs({upd, y}, {{OutputKind::kBufferMutation, "acc", ""}, {OutputKind::kUserOutput, "", ""}});
 }
 
 void delegate_all(ExportedProgram& p, const std::string& ops = "") {
@@ -213,6 +213,51 @@ TEST(ProgramFile, MethodsShareTheirWeightsAndBlobsStoredOnce) {
     EXPECT_EQ(s.users, (std::vector<std::string>{"forward/lowered_module_0", "again/lowered_module_0"}));
   }
   EXPECT_EQ(blobs, 1u);
+}
+
+TEST(ProgramFile, TwoDelegatesSharingWeightsStoreThemOnce) {
+  // x -> linear(w, b) -> tanh -> linear(w, b): the demo backend takes the linears, two
+  // partitions that both read w and b (duplicated per partition by to_backend, as named data).
+  ExportedProgram p;
+  GraphBuilder b(p);
+  Node* x = b.input("x", f32({2, 3}));
+  Tensor w = ramp({3, 3}, -0.4, 0.1), bias = ramp({3}, 0.2, 0.1);
+  Node* pw = p.add_parameter("p_w", "w", w);
+  Node* pb = p.add_parameter("p_b", "b", bias);
+  Node* h = b.linear(x, pw, pb);
+  Node* t = b.call(OpId::kTanh, {h});
+  b.outputs({b.linear(t, pw, pb)});
+  ExportedProgram reference = p.clone();
+  delegate_all(p, "linear");
+  ASSERT_EQ(p.lowered_modules().size(), 2u);
+  for (const LoweredModule& m : p.lowered_modules()) EXPECT_EQ(m.named_data.size(), 2u) << m.name;
+  auto program = load(serialize({{"forward", &p}}));
+  ASSERT_NE(program, nullptr);
+  size_t constant_segments = 0, blob_segments = 0;
+  for (const auto& s : program->segments()) {
+    if (s.kind == "constants") {
+      ++constant_segments;
+      EXPECT_EQ(s.size, 64u + 12u);  // w (36 bytes, padded to 64) and b (12): one copy each
+    } else {
+      ++blob_segments;
+      EXPECT_LT(s.size, 4096u) << "a blob holds no weights";
+    }
+  }
+  EXPECT_EQ(constant_segments, 1u);
+  EXPECT_EQ(blob_segments, 2u);
+  auto info = program->method_info("forward");
+  ASSERT_TRUE(info.ok());
+  for (const auto& d : info->delegates) {
+    EXPECT_EQ(d.named_data, 2u);
+    EXPECT_EQ(d.named_data_bytes, 36u + 12u);
+  }
+  auto m = program->load_method("forward", demo_runtime());
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  std::vector<Tensor> inputs = {ramp({2, 3}, -1.0, 0.3)};
+  auto got = (*m)->execute(inputs);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  expect_bits(*got, interpret(reference, inputs));
+  expect_bits(*got, interpret(p, inputs));  // the delegates in memory, through the same blobs
 }
 
 TEST(ProgramFile, SymbolicDimsArePlannedAtTheirUpperBound) {

@@ -42,8 +42,12 @@ Status print_program_info(const runtime::Program& program, bool full, std::ostre
                         fmt::join(m.dynamic_dims, ", "));
     }
     for (const auto& d : m.delegates) {
-      os << fmt::format("  delegate '{}': backend {}, blob {} in segment {}\n", d.name, d.backend,
+      os << fmt::format("  delegate '{}': backend {}, blob {} in segment {}", d.name, d.backend,
                         format_bytes(d.blob_bytes), d.segment);
+      if (d.named_data > 0) {
+        os << fmt::format(", named data {} ({} entries)", format_bytes(d.named_data_bytes), d.named_data);
+      }
+      os << '\n';
       if (!full) continue;
       for (const auto& [key, value] : d.compile_specs) {
         os << fmt::format("    compile spec {} = {}\n", key, spec_value_text(value));

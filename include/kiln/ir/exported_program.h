@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kiln/core/status.h"
@@ -98,6 +99,9 @@ struct LoweredModule {
   std::shared_ptr<ExportedProgram> original_module;  ///< the submodule before preprocess
   /// Debug-handle map: handle -> node handles of the original graph it covers.
   std::map<int64_t, std::vector<int64_t>> debug_handle_map;
+  /// Named data the blob refers to (ExecuTorch's NamedDataStore): key -> the owning program's
+  /// constant that holds the bytes. A program file stores them with the other constants, once.
+  std::vector<std::pair<std::string, std::string>> named_data;
 };
 
 /// A graph with its signature, constant store and lowered modules. Movable; owns everything.
@@ -165,6 +169,11 @@ class ExportedProgram {
   GraphSignature signature_;
   ConstantStore constants_;
   std::vector<LoweredModule> lowered_;
+  // find_lowered_module's index: name -> position of the first lowered_indexed_ modules, extended
+  // when modules are appended and rebuilt when an entry went stale (lowered_modules() hands out
+  // the vector itself), so programs with 100k delegates find modules in O(1).
+  mutable std::unordered_map<std::string, size_t> lowered_index_;
+  mutable size_t lowered_indexed_ = 0;
 };
 
 }  // namespace kiln

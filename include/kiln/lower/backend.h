@@ -19,6 +19,9 @@ struct PreprocessResult {
   std::vector<uint8_t> processed_bytes;
   /// Delegate debug identifier -> debug handles of the submodule nodes it covers.
   std::map<int64_t, std::vector<int64_t>> debug_handle_map;
+  /// Data the blob refers to by key instead of holding it (weights): to_backend keeps each in
+  /// the owning program's constants, and the runtime's init gets it back by key.
+  std::vector<std::pair<std::string, Tensor>> named_data;
 };
 
 /// The compile half of a backend. Implementations are stateless (const) and thread-compatible.

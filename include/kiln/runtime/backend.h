@@ -22,6 +22,19 @@ struct CompileSpecView {
   std::span<const uint8_t> value;
 };
 
+/// Bytes by key that a delegate's blob refers to (ExecuTorch's NamedDataMap): weights stored in
+/// the program file's constant segment, once however many delegates use them.
+class NamedDataMap {
+ public:
+  void add(std::string key, std::span<const uint8_t> bytes) { data_[std::move(key)] = bytes; }
+  /// The bytes of `key`; not_found naming the key when it is absent.
+  Result<std::span<const uint8_t>> get(std::string_view key) const;
+  size_t size() const { return data_.size(); }
+
+ private:
+  std::map<std::string, std::span<const uint8_t>, std::less<>> data_;
+};
+
 /// What a backend's init sees.
 struct BackendInitContext {
   std::string_view method;        ///< the method that owns the delegate
@@ -29,6 +42,8 @@ struct BackendInitContext {
   /// Keeps the blob's bytes alive: a backend that keeps views of the blob holds on to it.
   std::shared_ptr<const void> blob_owner;
   int num_threads = 1;            ///< the method's thread option
+  /// The delegate's named data (views of the program file, alive as long as blob_owner).
+  const NamedDataMap* named_data = nullptr;
 };
 
 /// What a backend's execute sees: output buffers (allocate() hands out the planned memory of the

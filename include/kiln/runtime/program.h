@@ -31,6 +31,8 @@ struct DelegateInfo {
   std::string backend;
   uint32_t segment = 0;
   uint64_t blob_bytes = 0;
+  size_t named_data = 0;        ///< entries
+  uint64_t named_data_bytes = 0;
   std::vector<std::pair<std::string, std::string>> compile_specs;  ///< key, value as text
 };
 
@@ -98,9 +100,11 @@ class Program : public std::enable_shared_from_this<Program> {
  public:
   /// Maps `path` read-only.
   static Result<std::shared_ptr<const Program>> load_file(const std::string& path);
-  /// Uses `bytes`, kept alive by `owner` (copied when not 64-byte aligned).
+  /// Uses `bytes`, kept alive by `owner` (copied when not 64-byte aligned). External constants
+  /// (a delegate blob's weights) come from `named_data`, whose bytes must outlive the program.
   static Result<std::shared_ptr<const Program>> load_buffer(std::span<const uint8_t> bytes,
-                                                            std::shared_ptr<const void> owner);
+                                                            std::shared_ptr<const void> owner,
+                                                            const NamedDataMap* named_data = nullptr);
   ~Program();
 
   std::vector<std::string> method_names() const;

@@ -39,6 +39,10 @@ struct SerializeOptions {
   /// Symbols without a range: their values are allocated when computed (not planned) instead of
   /// an error, and inputs take any size there.
   bool unbounded_dims_dynamic = false;
+  /// Constants are not stored in the file but named: each becomes an external constant whose key
+  /// is its name, listed in ProgramImage::external for whoever stores the bytes (a delegate blob's
+  /// weights, stored once by the program file that holds the blob; see NamedDataMap).
+  bool external_constants = false;
 };
 
 /// One method of the file: its name and the (lowered) program it runs.
@@ -54,6 +58,8 @@ struct ProgramImage {
   std::vector<std::shared_ptr<const void>> keep;
   std::vector<std::unique_ptr<std::string>> owned;
   size_t size = 0;
+  /// With SerializeOptions::external_constants: the constants by key, for the caller to store.
+  std::vector<std::pair<std::string, Tensor>> external;
   /// The pieces joined (tests, in-memory loading).
   std::vector<uint8_t> bytes() const;
 };

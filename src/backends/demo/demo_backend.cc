@@ -80,11 +80,12 @@ Result<PreprocessResult> DemoBackend::preprocess(const ExportedProgram& submodul
     auto id = mapping.insert({n});
     if (!id.ok()) return id.status().with_context("demo backend");
   }
-  // The submodule as a program file: planned, its weights in one constant segment that the
-  // runtime views in place (blob segments in a .kpte are 4 KiB aligned, so 64 is enough here).
+  // The submodule as a program file, planned; its weights are named data (kept by the owning
+  // program, stored once in its file however many delegates share them, viewed in place).
   SerializeOptions options;
   options.segment_alignment = 64;
   options.unbounded_dims_dynamic = true;  // without a "dims" spec, sized when run
+  options.external_constants = true;      // weights as named data: the program file stores them
   if (const CompileSpec* spec = find_compile_spec(compile_specs, kDimsSpecKey)) {
     auto dims = parse_dim_ranges(compile_spec_string(*spec));
     if (!dims.ok()) return dims.status().with_context("demo backend: compile spec 'dims'");
@@ -95,6 +96,7 @@ Result<PreprocessResult> DemoBackend::preprocess(const ExportedProgram& submodul
   if (!image.ok()) return image.status().with_context("demo backend");
   PreprocessResult result;
   result.processed_bytes = image->bytes();
+  result.named_data = std::move(image->external);
   KILN_ASSIGN_OR_RETURN(result.debug_handle_map, mapping.get_integer_delegate_mapping());
   return result;
 }

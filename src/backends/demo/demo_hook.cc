@@ -24,7 +24,17 @@ Result<portable::DelegateHook> demo_delegate_hook(const ExportedProgram& program
                               "(kiln partition -o)",
                               m.name, m.processed_bytes->size());
     }
-    auto d = DemoDelegate::init(m.processed_bytes->bytes(), m.processed_bytes);
+    runtime::NamedDataMap named;  // views of the program's constants, which outlive the hook
+    for (const auto& [key, constant] : m.named_data) {
+      const Tensor* t = program.constants().find(constant);
+      if (t == nullptr) {
+        return invalid_argument("lowered module '{}': named data '{}' names constant '{}', which "
+                                "is not stored",
+                                m.name, key, constant);
+      }
+      named.add(key, std::span<const uint8_t>(static_cast<const uint8_t*>(t->data()), t->nbytes()));
+    }
+    auto d = DemoDelegate::init(m.processed_bytes->bytes(), m.processed_bytes, &named);
     if (!d.ok()) return d.status().with_context(fmt::format("lowered module '{}'", m.name));
     delegates->emplace(m.name, std::move(d).value());
   }

@@ -9,8 +9,9 @@ DemoDelegate& DemoDelegate::operator=(DemoDelegate&&) noexcept = default;
 DemoDelegate::~DemoDelegate() = default;
 
 Result<DemoDelegate> DemoDelegate::init(std::span<const uint8_t> blob,
-                                        std::shared_ptr<const void> owner, int num_threads) {
-  auto program = runtime::Program::load_buffer(blob, std::move(owner));
+                                        std::shared_ptr<const void> owner,
+                                        const runtime::NamedDataMap* named_data, int num_threads) {
+  auto program = runtime::Program::load_buffer(blob, std::move(owner), named_data);
   if (!program.ok()) return program.status().with_context("demo delegate");
   runtime::BackendRegistry none;  // a demo blob never calls another delegate
   runtime::MethodOptions options;
@@ -44,7 +45,8 @@ class DemoRuntimeBackend final : public runtime::BackendInterface {
   Result<std::unique_ptr<runtime::DelegateHandle>> init(
       const runtime::BackendInitContext& ctx, std::span<const uint8_t> blob,
       std::span<const runtime::CompileSpecView> /*specs: applied at compile time*/) const override {
-    KILN_ASSIGN_OR_RETURN(DemoDelegate d, DemoDelegate::init(blob, ctx.blob_owner, ctx.num_threads));
+    KILN_ASSIGN_OR_RETURN(DemoDelegate d,
+                          DemoDelegate::init(blob, ctx.blob_owner, ctx.named_data, ctx.num_threads));
     return std::unique_ptr<runtime::DelegateHandle>(new DemoHandle(std::move(d)));
   }
   Status execute(runtime::DelegateHandle& handle, runtime::BackendExecutionContext& /*ctx*/,

@@ -38,8 +38,8 @@ Result<OperatorSupportPtr> demo_operator_support(const std::vector<CompileSpec>&
 
 /// Compile side. preprocess rejects a submodule with a call outside the "ops" compile spec
 /// (naming the node), and returns the submodule as a program file (one method, kBlobMethod,
-/// memory planned, segments 64-byte aligned) with one debug-map entry per call node (generated
-/// identifiers).
+/// memory planned) whose weights are named data keyed by their constant names, with one
+/// debug-map entry per call node (generated identifiers).
 class DemoBackend final : public BackendDetails {
  public:
   std::string_view id() const override { return kBackendId; }

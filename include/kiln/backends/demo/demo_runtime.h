@@ -26,7 +26,10 @@ class DemoDelegate {
  public:
   /// Loads the blob as a program file; every check of the program loader applies, and errors
   /// say "demo delegate: ..." and what is wrong.
+  /// The blob's weights are named data (see DemoBackend::preprocess), found in `named_data`;
+  /// their bytes must outlive the delegate (a program file's, kept by `owner`).
   static Result<DemoDelegate> init(std::span<const uint8_t> blob, std::shared_ptr<const void> owner,
+                                   const runtime::NamedDataMap* named_data = nullptr,
                                    int num_threads = 1);
   DemoDelegate(DemoDelegate&&) noexcept;
   DemoDelegate& operator=(DemoDelegate&&) noexcept;
