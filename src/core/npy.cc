@@ -1,5 +1,7 @@
 #include "kiln/core/npy.h"
 
+#include <cctype>
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -264,6 +266,15 @@ Result<std::string> serialize_npy(const Tensor& t) {
   out += dict;
   if (t.nbytes() > 0) out.append(static_cast<const char*>(t.data()), t.nbytes());
   return out;
+}
+
+std::string npy_file_name(std::string_view value_name) {
+  std::string out(value_name);
+  for (char& c : out) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) c = '_';
+  }
+  if (out.empty() || out[0] == '.') out = "_" + out;
+  return out + ".npy";
 }
 
 Status write_npy(const std::string& path, const Tensor& t) {

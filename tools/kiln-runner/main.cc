@@ -35,15 +35,6 @@ struct Args {
   bool verify = false;
 };
 
-std::string safe_name(const std::string& name) {
-  std::string out = name;
-  for (char& c : out) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) c = '_';
-  }
-  if (out.empty() || out[0] == '.') out = "_" + out;
-  return out;
-}
-
 Status run(const Args& args) {
   auto program = runtime::Program::load_file(args.program);  // its errors name the file
   if (!program.ok()) return program.status();
@@ -106,7 +97,7 @@ Status run(const Args& args) {
     for (int64_t k = 0; k < std::min<int64_t>(t.numel(), 5); ++k) first += fmt::format("{}{:.6g}", k ? ", " : "", t.scalar_at(k));
     std::printf("output '%s': %s first [%s]\n", name.c_str(), format_shape(t.dtype(), t.shape()).c_str(), first.c_str());
     if (!args.output_dir.empty()) {
-      KILN_RETURN_IF_ERROR(npy::write_npy((std::filesystem::path(args.output_dir) / (safe_name(name) + ".npy")).string(), t));
+      KILN_RETURN_IF_ERROR(npy::write_npy((std::filesystem::path(args.output_dir) / npy::npy_file_name(name)).string(), t));
     }
   }
   std::sort(ms.begin(), ms.end());

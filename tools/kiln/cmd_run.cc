@@ -55,16 +55,6 @@ struct Engine {
   std::shared_ptr<void> keep;           // owns what `run` uses
 };
 
-// A file-name-safe version of a value name.
-std::string safe_name(const std::string& name) {
-  std::string out = name;
-  for (char& c : out) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) c = '_';
-  }
-  if (out.empty() || out[0] == '.') out = "_" + out;
-  return out;
-}
-
 // Seeded random input for `decl`: normal floats, small integers.
 Result<Tensor> random_input(const std::string& name, const InputDecl& decl, std::mt19937_64& rng) {
   const DType dtype = decl.dtype;
@@ -281,7 +271,7 @@ Status run_command(const RunArgs& args) {
     const Tensor& t = outputs[i];
     std::cout << fmt::format("output '{}': {} {}\n", names[i], format_shape(t.dtype(), t.shape()), summarize(t));
     if (!args.output_dir.empty()) {
-      std::string file = safe_name(names[i]) + ".npy";
+      std::string file = npy::npy_file_name(names[i]);
       if (auto [it, fresh] = files.emplace(file, names[i]); !fresh) {
         return invalid_argument("outputs '{}' and '{}' would both be written to '{}' in '{}'",
                                 it->second, names[i], file, args.output_dir);

@@ -26,6 +26,9 @@ Result<Tensor> read_npy(const std::string& path);
 Result<std::string> serialize_npy(const Tensor& t);
 /// Writes `t` to `path` as .npy (temporary file + rename).
 Status write_npy(const std::string& path, const Tensor& t);
+/// The file name an output called `value_name` is written to: "<name>.npy" with characters
+/// outside [A-Za-z0-9_.-] as '_' (and a leading '_' for an empty or dot-first name).
+std::string npy_file_name(std::string_view value_name);
 
 /// Parses an .npz archive (stored or deflated members). Every offset and size is checked
 /// against the archive size before use. Members are returned in archive order.
