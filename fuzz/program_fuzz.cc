@@ -36,11 +36,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<Tensor> inputs;
     bool small = true;
     for (const runtime::TensorMeta& meta : (*method)->input_meta()) {
-      std::vector<int64_t> shape;
+      std::vector<int64_t> shape = meta.smallest_shape();
       int64_t numel = 1;
-      for (size_t d = 0; d < meta.sizes.size(); ++d) {
-        int64_t n = meta.sizes[d] >= 0 ? meta.sizes[d] : std::max<int64_t>(1, meta.min[d]);
-        shape.push_back(n);
+      for (int64_t n : shape) {
         numel = n > 0 && numel > (int64_t{1} << 20) / n ? (int64_t{1} << 21) : numel * n;
       }
       if (numel > (int64_t{1} << 20)) small = false;

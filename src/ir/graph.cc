@@ -326,7 +326,7 @@ bool Graph::args_fit_schema(const Node* n) const {
 }
 
 Result<Node*> Graph::add_call(OpId op, std::vector<Arg> args, const Kwargs& kwargs,
-                              std::string_view name) {
+                              std::string_view name, bool infer_spec) {
   if (op >= OpId::kNumOps) return invalid_argument("add_call: unknown op id {}", static_cast<int>(op));
   const Schema& s = op_def(op).schema;
   std::vector<Arg> kw(s.keyword.size());
@@ -349,7 +349,8 @@ Result<Node*> Graph::add_call(OpId op, std::vector<Arg> args, const Kwargs& kwar
     }
     kw[i] = s.keyword[i].default_value;
   }
-  return add_call_exact(op, std::move(args), std::move(kw), name.empty() ? s.name : name);
+  return add_call_exact(op, std::move(args), std::move(kw), name.empty() ? s.name : name,
+                        infer_spec);
 }
 
 Result<Node*> Graph::add_call_exact(OpId op, std::vector<Arg> args, std::vector<Arg> kwargs,

@@ -286,7 +286,7 @@ TEST(KirParser, NestedLoweredModulesRoundTrip) {
     (*call)->meta.val = {f32({2})};
     Node* item = b.call(OpId::kGetitem, {*call, 0});
     b.outputs({item});
-    middle->lowered_modules().push_back({"inner_0", "cpu", {}, nullptr, inner, {}});
+    middle->lowered_modules().push_back({"inner_0", "cpu", {}, nullptr, inner, {}, {}});
   }
   ExportedProgram outer;
   GraphBuilder b(outer);
@@ -296,8 +296,8 @@ TEST(KirParser, NestedLoweredModulesRoundTrip) {
   ASSERT_TRUE(call.ok());
   (*call)->meta.val = {f32({2})};
   b.outputs({b.call(OpId::kGetitem, {*call, 0})});
-  outer.lowered_modules().push_back({"lowered_module_0", "demo", {}, nullptr, middle, {}});
-  outer.lowered_modules().push_back({"lowered_module_1", "demo", {}, nullptr, nullptr, {}});
+  outer.lowered_modules().push_back({"lowered_module_0", "demo", {}, nullptr, middle, {}, {}});
+  outer.lowered_modules().push_back({"lowered_module_1", "demo", {}, nullptr, nullptr, {}, {}});
   ASSERT_TRUE(outer.lint().ok()) << outer.lint().message();
   std::string text = print_kir(outer);
   EXPECT_NE(text.find("\n  inner_0 = lowered(backend=cpu, compile_specs={}, bytes=0):\n    program:\n"),

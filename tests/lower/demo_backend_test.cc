@@ -20,11 +20,7 @@ namespace {
 using testing::f32;
 using testing::LowerBuilder;
 
-Tensor ramp(std::vector<int64_t> shape, double start, double step) {
-  Tensor t(DType::kF32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_scalar_at(i, start + step * static_cast<double>(i));
-  return t;
-}
+using testing::ramp;
 
 std::vector<Tensor> run_reference(ExportedProgram& p, std::span<const Tensor> inputs, int runs = 1) {
   portable::InterpreterOptions o;
@@ -114,11 +110,9 @@ TEST(DemoBackend, DelegateKeepsItsBufferState) {
   ASSERT_TRUE(p.mutated_buffers().empty()) << "the delegate should own the buffer";
   // One delegate instance across three calls: its buffer accumulates like the original's.
   const LoweredModule& m = p.lowered_modules()[0];
-  runtime::NamedDataMap named;
-  for (const auto& [key, constant] : m.named_data) {
-    const Tensor* t = p.constants().find(constant);
-    named.add(key, std::span<const uint8_t>(static_cast<const uint8_t*>(t->data()), t->nbytes()));
-  }
+  auto named_or = demo::named_data_of(p, m);
+  ASSERT_TRUE(named_or.ok()) << named_or.status().message();
+  const runtime::NamedDataMap& named = *named_or;
   auto d = demo::DemoDelegate::init(m.processed_bytes->bytes(), m.processed_bytes, &named);
   ASSERT_TRUE(d.ok()) << d.status().message();
   std::vector<Tensor> got;
@@ -153,11 +147,9 @@ TEST(DemoBackend, BlobIsTheSubmoduleAsAProgramFileWithNamedWeights) {
   EXPECT_NE(alone.status().message().find("named data 'w1' is needed but none was given"),
             std::string::npos)
       << alone.status().message();
-  runtime::NamedDataMap named;
-  for (const auto& [key, constant] : m.named_data) {
-    const Tensor* t = p.constants().find(constant);
-    named.add(key, std::span<const uint8_t>(static_cast<const uint8_t*>(t->data()), t->nbytes()));
-  }
+  auto named_or = demo::named_data_of(p, m);
+  ASSERT_TRUE(named_or.ok()) << named_or.status().message();
+  const runtime::NamedDataMap& named = *named_or;
   auto program = runtime::Program::load_buffer(blob, m.processed_bytes, &named);
   ASSERT_TRUE(program.ok()) << program.status().message();
   EXPECT_EQ((*program)->method_names(), std::vector<std::string>{"forward"});

@@ -35,17 +35,7 @@ class ProgramBuilder {
   /// `spec`, or the first node input's spec.
   Node* call(OpId op, std::vector<Arg> args, std::string_view name, const Kwargs& kwargs = {},
              std::optional<TensorSpec> spec = std::nullopt) {
-    const Schema& s = op_def(op).schema;
-    std::vector<Arg> kw(s.keyword.size());
-    for (size_t i = 0; i < kw.size(); ++i) {
-      if (s.keyword[i].has_default) kw[i] = s.keyword[i].default_value;
-    }
-    for (const auto& [key, value] : kwargs) {
-      int idx = s.keyword_index(key);
-      EXPECT_GE(idx, 0) << key;
-      if (idx >= 0) kw[static_cast<size_t>(idx)] = value;
-    }
-    auto r = ep.graph().add_call_exact(op, std::move(args), std::move(kw), name, false);
+    auto r = ep.graph().add_call(op, std::move(args), kwargs, name, /*infer_spec=*/false);
     EXPECT_TRUE(r.ok()) << r.status().message();
     if (!r.ok()) return nullptr;
     Node* n = *r;

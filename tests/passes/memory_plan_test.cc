@@ -46,17 +46,7 @@ int32_t index_of(const MemoryPlan& plan, const Node* node, uint32_t index = 0) {
 // A call with its spec given (no inference): kwargs not given take the schema's defaults.
 Node* call_spec(ExportedProgram& p, OpId op, std::vector<Arg> args, SpecList specs,
                 const Kwargs& kwargs = {}, std::string_view name = {}) {
-  const Schema& s = op_def(op).schema;
-  std::vector<Arg> kw(s.keyword.size());
-  for (size_t i = 0; i < kw.size(); ++i) {
-    if (s.keyword[i].has_default) kw[i] = s.keyword[i].default_value;
-  }
-  for (const auto& [key, value] : kwargs) {
-    int idx = s.keyword_index(key);
-    EXPECT_GE(idx, 0) << key;
-    if (idx >= 0) kw[static_cast<size_t>(idx)] = value;
-  }
-  auto r = p.graph().add_call_exact(op, std::move(args), std::move(kw), name, false);
+  auto r = p.graph().add_call(op, std::move(args), kwargs, name, /*infer_spec=*/false);
   EXPECT_TRUE(r.ok()) << r.status().message();
   if (!r.ok()) return nullptr;
   (*r)->meta.val = std::move(specs);

@@ -21,11 +21,7 @@ namespace {
 using testing::f32;
 using testing::GraphBuilder;
 
-Tensor ramp(std::vector<int64_t> shape, double start, double step) {
-  Tensor t(DType::kF32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_scalar_at(i, start + step * static_cast<double>(i));
-  return t;
-}
+using testing::ramp;
 
 // x[batch, 3] -> linear(w, b) -> relu -> mul(x2) ... a small MLP with a side output and a view.
 void build_mlp(ExportedProgram& p, TensorSpec x_spec = f32({2, 3})) {

@@ -12,6 +12,13 @@ namespace kiln::testing {
 
 inline TensorSpec f32(std::vector<int64_t> shape) { return TensorSpec::of(DType::kF32, shape); }
 
+/// An f32 tensor of `shape` holding start, start + step, start + 2 step, ...
+inline Tensor ramp(std::vector<int64_t> shape, double start, double step) {
+  Tensor t(DType::kF32, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.set_scalar_at(i, start + step * static_cast<double>(i));
+  return t;
+}
+
 /// Builds into an ExportedProgram it does not own; the program must outlive the builder.
 class GraphBuilder {
  public:

@@ -68,11 +68,8 @@ Status run(const Args& args) {
       continue;
     }
     const runtime::TensorMeta& meta = m.input_meta()[i];
-    std::vector<int64_t> shape;
-    for (size_t d = 0; d < meta.sizes.size(); ++d) {
-      shape.push_back(meta.sizes[d] >= 0 ? meta.sizes[d] : std::max<int64_t>(1, meta.min[d]));
-    }
-    KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::create(meta.dtype, shape, fmt::format("input '{}'", name)));
+    KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::create(meta.dtype, meta.smallest_shape(),
+                                                   fmt::format("input '{}'", name)));
     for (int64_t k = 0; k < t.numel(); ++k) t.set_scalar_at(k, 1.0);
     std::printf("input '%s': all ones %s\n", name.c_str(), format_shape(t.dtype(), t.shape()).c_str());
     inputs.push_back(std::move(t));

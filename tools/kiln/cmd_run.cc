@@ -165,17 +165,10 @@ Result<Engine> interpreter_engine(const RunArgs& args) {
 std::map<std::string, DimRange, std::less<>> dims_of_inputs(const ExportedProgram& program,
                                                             const GivenInputs& given) {
   std::map<std::string, DimRange, std::less<>> dims;
-  for (const InputSpec& s : program.signature().inputs) {
-    if (s.kind != InputKind::kUserInput) continue;
-    const Node* n = program.graph().find(s.arg);
-    if (n == nullptr || !n->has_spec()) continue;
-    auto it = given.find(s.name);
-    for (size_t d = 0; d < n->spec().rank(); ++d) {
-      const Dim& dim = n->spec().shape[d];
-      if (dim.is_static() || !is_plain_symbol(dim.symbol_name())) continue;
-      int64_t size = it != given.end() && d < it->second.rank() ? it->second.dim(d) : 1;
-      dims.emplace(std::string(dim.symbol_name()), DimRange{size, size});
-    }
+  for (const InputSymbol& s : input_symbols(program)) {
+    auto it = given.find(s.input->name);
+    int64_t size = it != given.end() && s.dim < it->second.rank() ? it->second.dim(s.dim) : 1;
+    dims.emplace(std::string(s.symbol), DimRange{size, size});
   }
   return dims;
 }
@@ -220,11 +213,7 @@ Result<Engine> runtime_engine(const RunArgs& args, const GivenInputs& given, boo
   e.input_names = m->input_names();
   e.output_names = m->output_names();
   for (const runtime::TensorMeta& meta : m->input_meta()) {
-    InputDecl d{meta.dtype, {}};
-    for (size_t i = 0; i < meta.sizes.size(); ++i) {
-      d.sizes.push_back(meta.sizes[i] >= 0 ? meta.sizes[i] : std::max<int64_t>(1, meta.min[i]));
-    }
-    e.inputs.push_back(std::move(d));
+    e.inputs.push_back(InputDecl{meta.dtype, meta.smallest_shape()});
   }
   e.run = [m](std::span<const Tensor> in) { return m->execute(in); };
   e.memory = [m]() {

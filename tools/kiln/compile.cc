@@ -60,29 +60,37 @@ Status lower_method(CompiledMethod& cm, const CompileArgs& args,
 
 // Every plain symbol in an input's shape needs a range to plan for.
 Status check_input_dims(const CompiledMethod& cm, const SerializeOptions& options) {
-  for (const InputSpec& s : cm.program.signature().inputs) {
-    if (s.kind != InputKind::kUserInput) continue;
-    const Node* n = cm.program.graph().find(s.arg);
-    if (n == nullptr || !n->has_spec()) continue;
-    for (const Dim& d : n->spec().shape) {
-      if (d.is_static() || !is_plain_symbol(d.symbol_name()) || options.dims.count(d.symbol_name())) continue;
-      return invalid_argument("method '{}' ({}): input '{}' {} has the symbolic dim '{}'; give the "
-                              "range to plan it for: --dim {}=MIN..MAX (for example --dim {}=1..8)",
-                              cm.name, cm.model, s.name, n->spec().to_string(), d.symbol_name(),
-                              d.symbol_name(), d.symbol_name());
-    }
+  for (const InputSymbol& s : input_symbols(cm.program)) {
+    if (options.dims.count(s.symbol)) continue;
+    return invalid_argument("method '{}' ({}): input '{}' {} has the symbolic dim '{}'; give the "
+                            "range to plan it for: --dim {}=MIN..MAX (for example --dim {}=1..8)",
+                            cm.name, cm.model, s.input->name, s.spec->to_string(), s.symbol,
+                            s.symbol, s.symbol);
   }
   return Status::Ok();
 }
 
 }  // namespace
 
-bool is_plain_symbol(std::string_view name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
-  for (char c : name) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+std::vector<InputSymbol> input_symbols(const ExportedProgram& program) {
+  auto plain = [](std::string_view name) {
+    if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+    for (char c : name) {
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+    }
+    return true;
+  };
+  std::vector<InputSymbol> out;
+  for (const InputSpec& s : program.signature().inputs) {
+    if (s.kind != InputKind::kUserInput) continue;
+    const Node* n = program.graph().find(s.arg);
+    if (n == nullptr || !n->has_spec()) continue;
+    for (size_t d = 0; d < n->spec().rank(); ++d) {
+      const Dim& dim = n->spec().shape[d];
+      if (!dim.is_static() && plain(dim.symbol_name())) out.push_back({&s, &n->spec(), d, dim.symbol_name()});
+    }
   }
-  return true;
+  return out;
 }
 
 Result<Compiled> compile_models(const std::vector<std::pair<std::string, std::string>>& methods,

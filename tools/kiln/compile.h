@@ -54,8 +54,17 @@ Result<Compiled> compile_programs(std::vector<std::unique_ptr<CompiledMethod>> m
                                   const std::map<std::string, DimRange, std::less<>>& default_dims,
                                   std::ostream& log);
 
-/// Whether a dim's name is a plain symbol ("batch"), not a derived one ("batch*2").
-bool is_plain_symbol(std::string_view name);
+/// A plain symbol ("batch", not a derived "batch*2") in the shape of a user input.
+struct InputSymbol {
+  const InputSpec* input = nullptr;
+  const TensorSpec* spec = nullptr;  ///< the input's spec
+  size_t dim = 0;                    ///< which dim of it
+  std::string_view symbol;
+};
+
+/// Every plain symbol of `program`'s user inputs, in signature and dim order: what a compile
+/// must be given a range for.
+std::vector<InputSymbol> input_symbols(const ExportedProgram& program);
 
 /// Loads a compiled image back as a runtime program (in memory, no file).
 Result<std::shared_ptr<const runtime::Program>> load_image(const ProgramImage& image);

@@ -38,11 +38,11 @@ class Graph {
   Node* add_placeholder(std::string_view name, TensorSpec spec);
   /// New get_attr node reading `target` (a constant or lowered module name).
   Node* add_get_attr(std::string_view target, std::string_view name = {});
-  /// New call of `op`: checks args against the schema, fills defaults and infers output specs.
-  /// `name` (default: the op name) is made unique. On error nothing is added and the message
-  /// names the node and the argument.
+  /// New call of `op`: checks args against the schema, fills defaults and infers output specs
+  /// (unless `infer_spec` is false: the caller sets `meta.val`). `name` (default: the op name)
+  /// is made unique. On error nothing is added and the message names the node and the argument.
   Result<Node*> add_call(OpId op, std::vector<Arg> args, const Kwargs& kwargs = {},
-                         std::string_view name = {});
+                         std::string_view name = {}, bool infer_spec = true);
   /// Like add_call with kwargs already complete and in schema order (the parser and cloners).
   /// `infer` = false keeps `meta.val` as given by the caller afterwards.
   Result<Node*> add_call_exact(OpId op, std::vector<Arg> args, std::vector<Arg> kwargs,

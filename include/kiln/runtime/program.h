@@ -3,6 +3,7 @@
 // kernels and registered delegates in a planned activation arena. No IR, no parser, no ONNX.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -91,6 +92,15 @@ struct TensorMeta {
   std::vector<std::string> symbols;  ///< per dim: the symbol's name, or "" where static
   std::vector<int64_t> min, max;     ///< per dim: a symbol's planned range (-1: none)
   std::string text;                  ///< "f32[batch, 3]"
+
+  /// The smallest shape the method accepts: each symbolic dim at its planned minimum (or 1).
+  std::vector<int64_t> smallest_shape() const {
+    std::vector<int64_t> shape;
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      shape.push_back(sizes[d] >= 0 ? sizes[d] : std::max<int64_t>(1, min[d]));
+    }
+    return shape;
+  }
 };
 
 class Method;

@@ -7,6 +7,20 @@
 
 namespace kiln::demo {
 
+Result<runtime::NamedDataMap> named_data_of(const ExportedProgram& program, const LoweredModule& m) {
+  runtime::NamedDataMap named;
+  for (const auto& [key, constant] : m.named_data) {
+    const Tensor* t = program.constants().find(constant);
+    if (t == nullptr) {
+      return invalid_argument("lowered module '{}': named data '{}' names constant '{}', which is "
+                              "not stored",
+                              m.name, key, constant);
+    }
+    named.add(key, std::span<const uint8_t>(static_cast<const uint8_t*>(t->data()), t->nbytes()));
+  }
+  return named;
+}
+
 Result<portable::DelegateHook> demo_delegate_hook(const ExportedProgram& program) {
   using Delegates = std::map<std::string, DemoDelegate, std::less<>>;
   auto delegates = std::make_shared<Delegates>();
@@ -24,16 +38,7 @@ Result<portable::DelegateHook> demo_delegate_hook(const ExportedProgram& program
                               "(kiln partition -o)",
                               m.name, m.processed_bytes->size());
     }
-    runtime::NamedDataMap named;  // views of the program's constants, which outlive the hook
-    for (const auto& [key, constant] : m.named_data) {
-      const Tensor* t = program.constants().find(constant);
-      if (t == nullptr) {
-        return invalid_argument("lowered module '{}': named data '{}' names constant '{}', which "
-                                "is not stored",
-                                m.name, key, constant);
-      }
-      named.add(key, std::span<const uint8_t>(static_cast<const uint8_t*>(t->data()), t->nbytes()));
-    }
+    KILN_ASSIGN_OR_RETURN(runtime::NamedDataMap named, named_data_of(program, m));
     auto d = DemoDelegate::init(m.processed_bytes->bytes(), m.processed_bytes, &named);
     if (!d.ok()) return d.status().with_context(fmt::format("lowered module '{}'", m.name));
     delegates->emplace(m.name, std::move(d).value());

@@ -50,6 +50,10 @@ class DemoBackend final : public BackendDetails {
 /// Adds the demo backend to `registry` (fails if "demo" is already there).
 Status register_demo_backend(BackendRegistry& registry);
 
+/// The named data of lowered module `m` of `program`: views of the program's constants, which
+/// must outlive the map's use. An error names the module and a key whose constant is missing.
+Result<runtime::NamedDataMap> named_data_of(const ExportedProgram& program, const LoweredModule& m);
+
 /// A hook for the portable interpreter that runs each call_delegate of `program` through a
 /// DemoDelegate made from its lowered module (each must have backend id "demo" and a full blob).
 /// The hook owns the delegates; `program`'s blobs must outlive it.
