@@ -21,6 +21,7 @@ constexpr std::array<DTypeInfo, kNumDTypes> kInfo = {{
     {"i8", 1, false, true},
     {"u8", 1, false, true},
     {"bool", 1, false, false},
+    {"u16", 2, false, true},
 }};
 
 // Rank used for promotion within a category: wider wins.
@@ -30,6 +31,7 @@ int int_rank(DType t) {
     case DType::kU8: return 1;
     case DType::kI8: return 1;
     case DType::kI16: return 2;
+    case DType::kU16: return 2;
     case DType::kI32: return 3;
     case DType::kI64: return 4;
     default: return -1;
@@ -73,6 +75,11 @@ DType promote_types(DType a, DType b) {
   // Both integral or bool. u8 with a signed 8-bit widens to i16 as in torch.
   if ((a == DType::kU8 && b == DType::kI8) || (a == DType::kI8 && b == DType::kU8)) {
     return DType::kI16;
+  }
+  // u16 with a signed type of at most 16 bits needs 32 bits to hold both ranges.
+  auto signed_narrow = [](DType t) { return t == DType::kI8 || t == DType::kI16; };
+  if ((a == DType::kU16 && signed_narrow(b)) || (b == DType::kU16 && signed_narrow(a))) {
+    return DType::kI32;
   }
   return int_rank(a) >= int_rank(b) ? a : b;
 }

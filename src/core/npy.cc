@@ -28,7 +28,7 @@ struct DescrEntry {
 };
 constexpr DescrEntry kDescrs[] = {
     {"f4", DType::kF32}, {"f8", DType::kF64}, {"f2", DType::kF16}, {"i8", DType::kI64},
-    {"i4", DType::kI32}, {"i2", DType::kI16}, {"i1", DType::kI8},  {"u1", DType::kU8},
+    {"i4", DType::kI32}, {"i2", DType::kI16}, {"u2", DType::kU16}, {"i1", DType::kI8},  {"u1", DType::kU8},
     {"b1", DType::kBool},
 };
 

@@ -67,6 +67,7 @@ Status Parser::parse_constant(ExportedProgram* ep) {
       switch (spec.dtype) {
         case DType::kI32: lo = INT32_MIN; hi = INT32_MAX; break;
         case DType::kI16: lo = INT16_MIN; hi = INT16_MAX; break;
+        case DType::kU16: lo = 0; hi = UINT16_MAX; break;
         case DType::kI8: lo = INT8_MIN; hi = INT8_MAX; break;
         case DType::kU8: lo = 0; hi = UINT8_MAX; break;
         default: break;
@@ -98,6 +99,7 @@ Status Parser::parse_constant(ExportedProgram* ep) {
       case DType::kI64: put(ints[k]); break;
       case DType::kI32: put(static_cast<int32_t>(ints[k])); break;
       case DType::kI16: put(static_cast<int16_t>(ints[k])); break;
+      case DType::kU16: put(static_cast<uint16_t>(ints[k])); break;
       case DType::kI8: put(static_cast<int8_t>(ints[k])); break;
       case DType::kU8:
       case DType::kBool: put(static_cast<uint8_t>(ints[k])); break;

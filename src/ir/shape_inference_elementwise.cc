@@ -52,6 +52,7 @@ Status check_quant_range(const Node& node, DType qdtype) {
     case DType::kU8: lo = 0; hi = 255; break;
     case DType::kI8: lo = -128; hi = 127; break;
     case DType::kI16: lo = -32768; hi = 32767; break;
+    case DType::kU16: lo = 0; hi = 65535; break;
     case DType::kI32: lo = std::numeric_limits<int32_t>::min(); hi = std::numeric_limits<int32_t>::max(); break;
     default: lo = std::numeric_limits<int64_t>::min(); hi = std::numeric_limits<int64_t>::max(); break;
   }

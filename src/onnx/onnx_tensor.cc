@@ -174,6 +174,7 @@ std::optional<DType> dtype_from_onnx(int32_t elem_type) {
     case TP::UINT8: return DType::kU8;
     case TP::INT8: return DType::kI8;
     case TP::INT16: return DType::kI16;
+    case TP::UINT16: return DType::kU16;
     case TP::INT32: return DType::kI32;
     case TP::INT64: return DType::kI64;
     case TP::BOOL: return DType::kBool;
@@ -200,6 +201,7 @@ int32_t dtype_to_onnx(DType dtype) {
     case DType::kI64: return TP::INT64;
     case DType::kI32: return TP::INT32;
     case DType::kI16: return TP::INT16;
+    case DType::kU16: return TP::UINT16;
     case DType::kI8: return TP::INT8;
     case DType::kU8: return TP::UINT8;
     case DType::kBool: return TP::BOOL;
@@ -289,6 +291,7 @@ Result<Tensor> convert(const TP& proto, std::string* take_raw, const std::string
       copy_typed(proto.int32_data(), numel, [&](int64_t i, int32_t v) { std::memcpy(dst + i * 4, &v, 4); });
       break;
     case DType::kI16:
+    case DType::kU16:
     case DType::kF16:
     case DType::kBF16:
       copy_typed(proto.int32_data(), numel, [&](int64_t i, int32_t v) {

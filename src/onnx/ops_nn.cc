@@ -522,6 +522,7 @@ Result<std::pair<int64_t, int64_t>> quant_range(DType dt) {
     case DType::kU8: return std::pair<int64_t, int64_t>{0, 255};
     case DType::kI8: return std::pair<int64_t, int64_t>{-128, 127};
     case DType::kI16: return std::pair<int64_t, int64_t>{-32768, 32767};
+    case DType::kU16: return std::pair<int64_t, int64_t>{0, 65535};
     case DType::kI32:
       return std::pair<int64_t, int64_t>{std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
     default: return unsupported("quantized dtype {} is not supported", dtype_name(dt));

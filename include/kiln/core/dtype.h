@@ -20,9 +20,10 @@ enum class DType : uint8_t {
   kI8 = 7,
   kU8 = 8,
   kBool = 9,
+  kU16 = 10,  ///< 16-bit quantized activations (Qualcomm 16a configurations)
 };
 
-inline constexpr int kNumDTypes = 10;
+inline constexpr int kNumDTypes = 11;
 
 /// Short name used in .kir text ("f32", "i64", "bool", ...).
 std::string_view dtype_name(DType dtype);

@@ -48,6 +48,7 @@ auto dispatch_all(DType dtype, F&& f) {
     case DType::kI64: return f(int64_t{});
     case DType::kI32: return f(int32_t{});
     case DType::kI16: return f(int16_t{});
+    case DType::kU16: return f(uint16_t{});
     case DType::kI8: return f(int8_t{});
     case DType::kU8: return f(uint8_t{});
     case DType::kBool: return f(uint8_t{});
@@ -67,6 +68,7 @@ bool dispatch_arith(DType dtype, F&& f) {
     case DType::kI64: f(int64_t{}); return true;
     case DType::kI32: f(int32_t{}); return true;
     case DType::kI16: f(int16_t{}); return true;
+    case DType::kU16: f(uint16_t{}); return true;
     case DType::kI8: f(int8_t{}); return true;
     case DType::kU8: f(uint8_t{}); return true;
     default: return false;
