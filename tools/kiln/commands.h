@@ -39,5 +39,6 @@ void register_import(CLI::App& app);  ///< kiln import (ONNX -> .kir)
 void register_partition(CLI::App& app);
 void register_run(CLI::App& app);    ///< kiln run (the runtime; --interpreter for the IR one)
 void register_bench(CLI::App& app);  ///< kiln bench (latency)
+void register_quantize(CLI::App& app);  ///< kiln quantize (post-training quantization)
 
 }  // namespace kiln::tool

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   register_partition(app);
   register_run(app);
   register_bench(app);
+  register_quantize(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -121,6 +121,7 @@ struct Interpreter::Impl {
   InterpreterOptions options;
   std::unique_ptr<PoolContext> ctx;
   DelegateHook hook;
+  ValueHook value_hook;
   std::vector<Tensor> single;                 // by node id
   std::vector<std::vector<Tensor>> tuples;    // by node id (list-returning nodes)
   std::vector<Step> steps;
@@ -314,6 +315,10 @@ Status Interpreter::Impl::bind_inputs(std::span<const Tensor> inputs) {
 
 Result<RunResult> Interpreter::Impl::execute() {
   ctx->begin_run();
+  if (value_hook) {
+    const Graph& g = program->graph();
+    for (uint32_t id : user_input_ids) KILN_RETURN_IF_ERROR(value_hook(*g.node_by_id(id), single[id]));
+  }
   for (Step& s : steps) {
     const Node* n = s.node;
     switch (s.kind) {
@@ -328,6 +333,7 @@ Result<RunResult> Interpreter::Impl::execute() {
           return out_of_range("node '{}' (getitem): index {} of a {}-tuple", n->name(), s.index, size);
         }
         single[n->id()] = tuple[static_cast<size_t>(index)];
+        if (value_hook) KILN_RETURN_IF_ERROR(value_hook(*n, single[n->id()]));
         break;
       }
       case StepKind::kDelegate: {
@@ -371,6 +377,7 @@ Result<RunResult> Interpreter::Impl::execute() {
             out = std::move(casted[0]);
           }
           single[n->id()] = std::move(out);
+          if (value_hook) KILN_RETURN_IF_ERROR(value_hook(*n, single[n->id()]));
         }
         kernel_out.clear();
         break;
@@ -412,6 +419,7 @@ Result<std::unique_ptr<Interpreter>> Interpreter::create(ExportedProgram& progra
 }
 
 void Interpreter::set_delegate_hook(DelegateHook hook) { impl_->hook = std::move(hook); }
+void Interpreter::set_value_hook(ValueHook hook) { impl_->value_hook = std::move(hook); }
 
 Result<RunResult> Interpreter::run(std::span<const Tensor> inputs) {
   KILN_RETURN_IF_ERROR(impl_->bind_inputs(inputs));

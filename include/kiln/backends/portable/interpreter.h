@@ -31,6 +31,12 @@ struct InterpreterOptions {
 using DelegateHook = std::function<Result<std::vector<Tensor>>(std::string_view module_name,
                                                                std::span<const Tensor> inputs)>;
 
+/// Sees a value as soon as it is computed: each user input at the start of a run, then each
+/// call_function node with a single tensor value (kernels and getitem) right after its step.
+/// The tensor is valid during the call only (its buffer is reused later; copy or keep a reference
+/// to hold it). An error stops the run and is returned by run().
+using ValueHook = std::function<Status(const Node& node, const Tensor& value)>;
+
 /// Activation memory of the last run.
 struct MemoryStats {
   size_t peak_bytes = 0;      ///< bytes of pooled buffers (what the run needed at once)
@@ -57,6 +63,9 @@ class Interpreter {
 
   /// Sets the hook that runs call_delegate nodes.
   void set_delegate_hook(DelegateHook hook);
+  /// Sets the hook that sees every value as it is computed (observers, per-layer comparisons);
+  /// an empty function removes it.
+  void set_value_hook(ValueHook hook);
   /// Runs with user inputs in signature order. Inputs are checked (count, dtype, shape, and
   /// symbolic dims bound consistently across inputs).
   [[nodiscard]] Result<RunResult> run(std::span<const Tensor> inputs);
