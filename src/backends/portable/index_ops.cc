@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <utility>
 
 #include "kernel_list.h"
 #include "util.h"
@@ -292,7 +294,21 @@ Status arange(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* o
   return Status::Ok();
 }
 
-// ---- Quantization (ExecuTorch quantized_decomposed semantics).
+// ---- Quantization (ExecuTorch's quantized_decomposed ops, with PyTorch's arithmetic).
+//
+// Bit for bit what Debian's torch 1.13 computes (ATen's quantize_val / dequantize kernels,
+// checked against torch.quantize_per_tensor / quantize_per_channel and their dequantize by
+// tests/backends/portable/quantize_test.cc on a golden file torch wrote):
+//   quantize:   q = clamp(float(zp) + nearbyint(x * (1.0f / float(scale))), qmin, qmax), every
+//               step in f32 (1.0f / float(scale), not float(1.0 / scale): they differ for scales
+//               that are not f32 values, and torch uses the former); nearbyint rounds half to
+//               even; the zero point is added in f32, which matters only past 2^24 (i32).
+//   dequantize: per tensor  float(q - zp) * float(scale), in f32;
+//               per channel double(float(q) - float(zp)) * scale[c], rounded to f32 (ATen reads
+//               the scales tensor as f64; for f32 scales this equals the f32 product).
+// Where torch has undefined behaviour (casting NaN, infinity or a float beyond int64 to an
+// integer; on x86 that gives quant_min), kiln defines it: NaN gives quant_min (as torch on x86
+// and onnxruntime do), +inf and large positive values quant_max, -inf quant_min.
 
 namespace {
 
@@ -301,91 +317,193 @@ struct QParams {
   DType dtype;
 };
 
+// The storage range of a quantized dtype.
+std::optional<std::pair<int64_t, int64_t>> storage_range(DType dt) {
+  switch (dt) {
+    case DType::kU8:
+      return std::pair<int64_t, int64_t>{0, 255};
+    case DType::kI8:
+      return std::pair<int64_t, int64_t>{-128, 127};
+    case DType::kU16:
+      return std::pair<int64_t, int64_t>{0, 65535};
+    case DType::kI16:
+      return std::pair<int64_t, int64_t>{-32768, 32767};
+    case DType::kI32:
+      return std::pair<int64_t, int64_t>{std::numeric_limits<int32_t>::min(),
+                                         std::numeric_limits<int32_t>::max()};
+    case DType::kI64:
+      return std::pair<int64_t, int64_t>{std::numeric_limits<int64_t>::min(),
+                                         std::numeric_limits<int64_t>::max()};
+    default:
+      return std::nullopt;
+  }
+}
+
 Result<QParams> qparams(const KernelArgs& args, const char* op) {
-  QParams q{args.attr_int("quant_min", -128), args.attr_int("quant_max", 127), args.attr_dtype("dtype", DType::kI8)};
-  if (!is_integral(q.dtype)) return invalid_argument("{}: quantized dtype {} is not an integer type", op, dtype_name(q.dtype));
-  if (q.qmin > q.qmax) return invalid_argument("{}: quant_min {} > quant_max {}", op, q.qmin, q.qmax);
+  QParams q{args.attr_int("quant_min", -128), args.attr_int("quant_max", 127),
+            args.attr_dtype("dtype", DType::kI8)};
+  auto range = storage_range(q.dtype);
+  if (!range) {
+    return invalid_argument("{}: quantized dtype {} is not one of u8, i8, u16, i16, i32, i64", op,
+                            dtype_name(q.dtype));
+  }
+  if (q.qmin > q.qmax)
+    return invalid_argument("{}: quant_min {} > quant_max {}", op, q.qmin, q.qmax);
+  if (q.qmin < range->first || q.qmax > range->second) {
+    return invalid_argument("{}: quant range [{}, {}] does not fit {} [{}, {}]", op, q.qmin, q.qmax,
+                            dtype_name(q.dtype), range->first, range->second);
+  }
   return q;
 }
 
-// Per-element (scale, zero point) selector: one pair, or one per slice of `axis`.
+// (scale, zero point) per channel: one pair, or one per slice of `axis`; elements are walked as
+// [outer, count, inner].
 struct Channels {
   std::vector<double> scales;
   std::vector<int64_t> zps;
-  int64_t inner = 1, count = 1;
+  int64_t outer = 1, count = 1, inner = 1;
 };
 
-Result<Channels> channels(const KernelArgs& args, const Tensor& x, bool per_channel, const char* op) {
+Result<Channels> channels(const KernelArgs& args, const Tensor& x, DType qdtype, bool per_channel,
+                          const char* op) {
   Channels c;
   if (!per_channel) {
     c.scales = {args.attr_float("scale", 1.0)};
     c.zps = {args.attr_int("zero_point", 0)};
+    c.inner = x.numel();
   } else {
     KILN_RETURN_IF_ERROR(need_tensor(args, 1, op, "scales"));
     KILN_RETURN_IF_ERROR(need_tensor(args, 2, op, "zero_points"));
-    KILN_ASSIGN_OR_RETURN(int64_t axis, norm_dim(args.attr_int("axis", 0), static_cast<int64_t>(x.rank()), op));
+    KILN_ASSIGN_OR_RETURN(int64_t axis,
+                          norm_dim(args.attr_int("axis", 0), static_cast<int64_t>(x.rank()), op));
     c.count = x.rank() == 0 ? 1 : x.dim(static_cast<size_t>(axis));
+    c.outer = prod(x.shape(), 0, static_cast<size_t>(axis));
     c.inner = prod(x.shape(), static_cast<size_t>(axis) + 1, x.rank());
     const Tensor &s = args.tensor(1), &z = args.tensor(2);
     if (s.numel() != c.count || z.numel() != c.count) {
-      return invalid_argument("{}: {} scales and {} zero points for {} channels", op, s.numel(), z.numel(), c.count);
+      return invalid_argument("{}: {} scales and {} zero points for {} channels", op, s.numel(),
+                              z.numel(), c.count);
+    }
+    if (!is_floating(s.dtype()) || !is_integral(z.dtype())) {
+      return invalid_argument(
+          "{}: scales {} and zero points {}: expected float and integer tensors", op,
+          dtype_name(s.dtype()), dtype_name(z.dtype()));
     }
     for (int64_t i = 0; i < c.count; ++i) {
       c.scales.push_back(s.scalar_at(i));
-      c.zps.push_back(static_cast<int64_t>(z.scalar_at(i)));
+      double zv = z.scalar_at(i);
+      // An i64 zero point past 2^63 cannot be in any storage range; keep the cast defined.
+      c.zps.push_back(std::fabs(zv) < 9.0e18 ? static_cast<int64_t>(zv)
+                                             : std::numeric_limits<int64_t>::max());
     }
   }
   for (double s : c.scales) {
-    if (!(s > 0) || !std::isfinite(s)) return invalid_argument("{}: scale {} must be positive and finite", op, s);
+    if (!(s > 0) || !std::isfinite(s))
+      return invalid_argument("{}: scale {} must be positive and finite", op, s);
+  }
+  auto range = storage_range(qdtype);
+  for (int64_t zp : c.zps) {
+    // Keeps q - zp from overflowing; ONNX and torch zero points are storage values too.
+    if (range && (zp < range->first || zp > range->second)) {
+      return invalid_argument("{}: zero point {} is outside the range of {} [{}, {}]", op, zp,
+                              dtype_name(qdtype), range->first, range->second);
+    }
   }
   return c;
+}
+
+// float(zp) + r as an integer in [qmin, qmax], defined for every float (NaN gives qmin).
+int64_t saturate(float v, int64_t qmin, int64_t qmax) {
+  double d = static_cast<double>(v);
+  if (!(d > static_cast<double>(qmin))) return qmin;
+  if (d >= static_cast<double>(qmax)) return qmax;
+  return std::clamp(static_cast<int64_t>(d), qmin, qmax);
 }
 
 Status quantize_impl(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs,
                      bool per_channel, const char* op) {
   KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "input"));
+  if (!is_floating(args.tensor(0).dtype())) {
+    return invalid_argument("{}: input dtype {} is not a float type", op,
+                            dtype_name(args.tensor(0).dtype()));
+  }
   Tensor x = convert(ctx, args.tensor(0), DType::kF32);
   KILN_ASSIGN_OR_RETURN(QParams q, qparams(args, op));
-  KILN_ASSIGN_OR_RETURN(Channels c, channels(args, x, per_channel, op));
+  KILN_ASSIGN_OR_RETURN(Channels c, channels(args, x, q.dtype, per_channel, op));
   Tensor out = ctx.allocate(q.dtype, x.shape());
   const float* px = x.data_as<float>();
   dispatch_all(q.dtype, [&](auto t) {
     using T = decltype(t);
     T* po = writable<T>(out);
-    const int64_t n = x.numel();
-    for (int64_t i = 0; i < n; ++i) {
-      size_t ch = c.count == 1 ? 0 : static_cast<size_t>((i / c.inner) % c.count);
-      float inv_scale = 1.0f / static_cast<float>(c.scales[ch]);
-      // nearbyint rounds half to even in the default rounding mode, as ExecuTorch does.
-      float r = std::nearbyint(px[i] * inv_scale);
-      double v = static_cast<double>(r) + static_cast<double>(c.zps[ch]);
-      if (v != v) v = static_cast<double>(c.zps[ch]);  // NaN: keep the cast defined
-      v = std::min(std::max(v, static_cast<double>(q.qmin)), static_cast<double>(q.qmax));
-      po[i] = static_cast<T>(v);
+    for (int64_t o = 0; o < c.outer; ++o) {
+      for (int64_t ch = 0; ch < c.count; ++ch) {
+        const size_t k = static_cast<size_t>(ch);
+        const float inv_scale = 1.0f / static_cast<float>(c.scales[k]);
+        const float zp = static_cast<float>(c.zps[k]);
+        const int64_t base = (o * c.count + ch) * c.inner;
+        for (int64_t i = base; i < base + c.inner; ++i) {
+          // nearbyint: half to even in the default rounding mode, as torch's Round.
+          float v = zp + std::nearbyint(px[i] * inv_scale);
+          po[i] = static_cast<T>(saturate(v, q.qmin, q.qmax));
+        }
+      }
     }
   });
   outputs->push_back(std::move(out));
   return Status::Ok();
 }
 
+// q - zp as f32; exact integer subtraction (as ATen), through f64 only where i64 would overflow.
+template <typename T>
+float minus_zero_point(T q, int64_t zp) {
+  if constexpr (sizeof(T) == sizeof(int64_t)) {
+    int64_t d;
+    if (__builtin_sub_overflow(static_cast<int64_t>(q), zp, &d)) {
+      return static_cast<float>(static_cast<double>(q) - static_cast<double>(zp));
+    }
+    return static_cast<float>(d);
+  } else {
+    return static_cast<float>(static_cast<int64_t>(q) - zp);
+  }
+}
+
 Status dequantize_impl(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs,
                        bool per_channel, const char* op) {
   KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "input"));
   const Tensor& x = args.tensor(0);
-  if (!is_integral(x.dtype())) return invalid_argument("{}: input dtype {} is not an integer type", op, dtype_name(x.dtype()));
   KILN_ASSIGN_OR_RETURN(QParams q, qparams(args, op));
-  (void)q;
-  KILN_ASSIGN_OR_RETURN(Channels c, channels(args, x, per_channel, op));
+  if (x.dtype() != q.dtype) {
+    return invalid_argument("{}: input dtype {} differs from the quantized dtype {}", op,
+                            dtype_name(x.dtype()), dtype_name(q.dtype));
+  }
+  KILN_ASSIGN_OR_RETURN(Channels c, channels(args, x, q.dtype, per_channel, op));
   DType out_dtype = args.attr_dtype("out_dtype", DType::kF32);
-  if (!is_floating(out_dtype)) return invalid_argument("{}: out_dtype {} is not a float type", op, dtype_name(out_dtype));
+  if (!is_floating(out_dtype))
+    return invalid_argument("{}: out_dtype {} is not a float type", op, dtype_name(out_dtype));
   Tensor out = ctx.allocate(DType::kF32, x.shape());
   float* po = writable<float>(out);
   dispatch_all(x.dtype(), [&](auto t) {
     using T = decltype(t);
     const T* px = x.data_as<T>();
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      size_t ch = c.count == 1 ? 0 : static_cast<size_t>((i / c.inner) % c.count);
-      po[i] = static_cast<float>(static_cast<int64_t>(px[i]) - c.zps[ch]) * static_cast<float>(c.scales[ch]);
+    for (int64_t o = 0; o < c.outer; ++o) {
+      for (int64_t ch = 0; ch < c.count; ++ch) {
+        const size_t k = static_cast<size_t>(ch);
+        const int64_t zp = c.zps[k];
+        const int64_t base = (o * c.count + ch) * c.inner;
+        if (!per_channel) {
+          const float scale = static_cast<float>(c.scales[k]);
+          for (int64_t i = base; i < base + c.inner; ++i) {
+            po[i] = minus_zero_point(px[i], zp) * scale;
+          }
+        } else {
+          const double scale = c.scales[k];
+          const float zpf = static_cast<float>(zp);
+          for (int64_t i = base; i < base + c.inner; ++i) {
+            po[i] =
+                static_cast<float>(static_cast<double>(static_cast<float>(px[i]) - zpf) * scale);
+          }
+        }
+      }
     }
   });
   outputs->push_back(out_dtype == DType::kF32 ? std::move(out) : convert(ctx, out, out_dtype));
@@ -394,16 +512,20 @@ Status dequantize_impl(KernelContext& ctx, const KernelArgs& args, std::vector<T
 
 }  // namespace
 
-Status quantize_per_tensor(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+Status quantize_per_tensor(KernelContext& ctx, const KernelArgs& args,
+                           std::vector<Tensor>* outputs) {
   return quantize_impl(ctx, args, outputs, false, "quantize_per_tensor");
 }
-Status dequantize_per_tensor(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+Status dequantize_per_tensor(KernelContext& ctx, const KernelArgs& args,
+                             std::vector<Tensor>* outputs) {
   return dequantize_impl(ctx, args, outputs, false, "dequantize_per_tensor");
 }
-Status quantize_per_channel(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+Status quantize_per_channel(KernelContext& ctx, const KernelArgs& args,
+                            std::vector<Tensor>* outputs) {
   return quantize_impl(ctx, args, outputs, true, "quantize_per_channel");
 }
-Status dequantize_per_channel(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+Status dequantize_per_channel(KernelContext& ctx, const KernelArgs& args,
+                              std::vector<Tensor>* outputs) {
   return dequantize_impl(ctx, args, outputs, true, "dequantize_per_channel");
 }
 
