@@ -1,10 +1,12 @@
-"""Writes examples/tinynet.onnx: a small image classifier with seeded random weights.
+"""Writes examples/tinynet.onnx: a small image classifier with seeded random weights, and
+examples/calib/: 16 seeded calibration samples for `kiln quantize` (one .npz each, keyed 'image').
 
 Run with Debian's python (python3-torch): /usr/bin/python3 examples/make_example.py
 The committed .onnx is the output of this script; rerun it only to change the model.
 """
 import os
 
+import numpy as np
 import torch
 import torch.nn as nn
 
@@ -41,6 +43,13 @@ def main():
                       output_names=["probs"], dynamic_axes={"image": {0: "batch"},
                                                             "probs": {0: "batch"}})
     print("wrote", out, os.path.getsize(out), "bytes")
+    calib = os.path.join(os.path.dirname(out), "calib")
+    os.makedirs(calib, exist_ok=True)
+    rng = np.random.default_rng(1)
+    for i in range(16):
+        np.savez(os.path.join(calib, f"{i:02d}.npz"),
+                 image=rng.standard_normal((1, 3, 32, 32)).astype(np.float32))
+    print("wrote 16 calibration samples to", calib)
 
 
 if __name__ == "__main__":
