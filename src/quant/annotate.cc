@@ -155,11 +155,11 @@ Result<Annotations> annotate(const ExportedProgram& program, const QuantizeOptio
     return skip_names.count(n->name()) != 0 || skip_ops.count(n->target()) != 0;
   };
 
-  // Activation inputs: node args that are float tensors computed at run time or constant data.
+  // Activation inputs: node args that are float tensors, at most `limit` of them (0: all).
   auto act_inputs = [&](Node* n, NodeAnnotation& a, size_t limit) {
     size_t taken = 0;
     for (const Arg& arg : n->args()) {
-      if (taken == limit) break;
+      if (limit != 0 && taken == limit) break;
       if (arg.is_node() && is_float_tensor(arg.node())) {
         a.inputs.push_back({arg.node(), InputRole::kActivation, 0, false});
         ++taken;

@@ -187,11 +187,16 @@ Result<MixedPrecisionResult> auto_mixed_precision(PreparedModel& prepared, std::
 
 std::string format_mixed(const MixedPrecisionResult& r) {
   std::string out = "mixed precision, per layer (gain: output SQNR gained by promoting the layer alone):\n";
-  out += fmt::format("  {:<36} {:<22} {:<8} {:>9} {:>12} {:>12}\n", "layer", "op", "config", "gain dB",
+  size_t w = 5, wop = 2;
+  for (const LayerChoice& l : r.layers) {
+    w = std::max(w, l.layer.size());
+    wop = std::max(wop, l.op.size());
+  }
+  out += fmt::format("  {:<{}}  {:<{}}  {:<7} {:>8} {:>11} {:>11}\n", "layer", w, "op", wop, "config", "gain dB",
                      "weights B", "outputs B");
   for (const LayerChoice& l : r.layers) {
-    out += fmt::format("  {:<36} {:<22} {:<8} {:>9.2f} {:>12} {:>12}\n", l.layer, l.op, l.config, l.gain_db,
-                       l.weight_bytes, l.activation_bytes);
+    out += fmt::format("  {:<{}}  {:<{}}  {:<7} {:>8.2f} {:>11} {:>11}\n", l.layer, w, l.op, wop, l.config,
+                       l.gain_db, l.weight_bytes, l.activation_bytes);
   }
   size_t promoted = 0;
   for (const LayerChoice& l : r.layers) promoted += l.config != r.base_config;

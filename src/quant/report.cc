@@ -144,11 +144,18 @@ std::string format_db(double db) {
 
 std::string format_report(const AccuracyReport& report, size_t max_layers) {
   std::string out = fmt::format("per-layer SQNR against the float model ({} sample(s), worst first):\n", report.samples);
-  out += fmt::format("  {:<36} {:<24} {:<8} {:>10}\n", "layer (tensor)", "op", "config", "SQNR dB");
+  auto label = [](const LayerSqnr& l) {
+    return l.layer == l.tensor ? l.layer : fmt::format("{} ({})", l.layer, l.tensor);
+  };
+  size_t w = 14, wop = 2;
+  for (size_t i = 0; i < report.layers.size() && i < max_layers; ++i) {
+    w = std::max(w, label(report.layers[i]).size());
+    wop = std::max(wop, report.layers[i].op.size());
+  }
+  out += fmt::format("  {:<{}}  {:<{}}  {:<7} {:>8}\n", "layer (tensor)", w, "op", wop, "config", "SQNR dB");
   for (size_t i = 0; i < report.layers.size() && i < max_layers; ++i) {
     const LayerSqnr& l = report.layers[i];
-    std::string name = l.layer == l.tensor ? l.layer : fmt::format("{} ({})", l.layer, l.tensor);
-    out += fmt::format("  {:<36} {:<24} {:<8} {:>10}\n", name, l.op, l.config, format_db(l.sqnr_db));
+    out += fmt::format("  {:<{}}  {:<{}}  {:<7} {:>8}\n", label(l), w, l.op, wop, l.config, format_db(l.sqnr_db));
   }
   if (report.layers.size() > max_layers) {
     out += fmt::format("  ... {} more layer(s)\n", report.layers.size() - max_layers);

@@ -25,7 +25,7 @@ Result<std::vector<Sample>> read_samples(const std::string& path) {
   std::vector<Sample> samples;
   for (const std::string& f : files) {
     auto entries = npy::read_npz(f);
-    if (!entries.ok()) return entries.status().with_context(fmt::format("calibration file '{}'", f));
+    if (!entries.ok()) return entries.status();  // names the file
     Sample s;
     s.source = f;
     for (auto& [name, t] : *entries) s.inputs[name] = std::move(t);

@@ -259,5 +259,44 @@ expect 1 "import -o into a missing folder" -- "$kiln" import "$src/examples/tiny
 contains "missing folder message" "$err" "cannot write '$work/nope/x.kir'"
 no_temp_files "failed import -o" "$work/out"
 
+# kiln quantize: calibrate on the bundled samples, report, write a .kir that run and compile take.
+calib=$src/examples/calib
+expect 0 "quantize tinynet" -- "$kiln" quantize "$src/examples/tinynet.onnx" --calib "$calib" --report -o "$work/q.kir"
+contains "quantize observers" "$out" "calibrated 15 observer(s) on 16 sample(s) in"
+contains "quantize report header" "$out" "per-layer SQNR against the float model (16 sample(s), worst first)"
+contains "quantize output SQNR" "$out" "output 'probs': SQNR"
+contains "quantize top-1" "$out" "top-1 agreement:"
+contains "quantize wrote" "$out" "wrote $work/q.kir: 17 layer(s)"
+expect 0 "quantized .kir is canonical" -- "$kiln" fmt --check "$work/q.kir"
+expect 0 "run the quantized .kir" -- "$kiln" run "$work/q.kir" --inputs "$calib/00.npz" --interpreter --output-dir "$work/qi"
+expect 0 "compile the quantized .kir" -- "$kiln" compile "$work/q.kir" --dim batch=1..4 -o "$work/q.kpte"
+expect 0 "run the quantized program" -- "$kiln" run "$work/q.kpte" --inputs "$calib/00.npz" --output-dir "$work/qr"
+if ! cmp -s "$work/qi/probs.npy" "$work/qr/probs.npy"; then
+  echo "FAIL: quantized program differs from the interpreter"; failures=$((failures + 1))
+fi
+expect 0 "quantize 16a4w per tensor, skipping softmax" -- "$kiln" quantize "$src/examples/tinynet.onnx" --calib "$calib/03.npz" --config 16a4w --per-tensor --skip-op softmax --skip-node _head_head_3_Gemm -o "$work/q4.kir"
+contains "skip names nodes" "$out" "kept float: 2 node(s): _head_head_3_Gemm, _Softmax"
+contains "skip names weights" "$out" "kept float: 2 weight(s) read only by those nodes: head_3_weight, head_3_bias"
+expect 0 "auto mixed precision" -- "$kiln" quantize "$src/examples/tinynet.onnx" --calib "$calib" --observer histogram --auto-mixed --target-sqnr 45 -o "$work/qm.kir"
+contains "mixed table" "$out" "mixed precision, per layer"
+contains "mixed reached" "$out" "target reached"
+expect 1 "unknown config" -- "$kiln" quantize "$src/examples/tinynet.onnx" --calib "$calib" --config 4a4w -o "$work/x.kir"
+contains "unknown config message" "$err" "unknown quantization config '4a4w' (known: 8a8w, 16a4w, 16a8w, 16a16w)"
+mkdir -p "$work/empty"
+expect 1 "empty calibration folder" -- "$kiln" quantize "$src/examples/tinynet.onnx" --calib "$work/empty" -o "$work/x.kir"
+contains "empty folder message" "$err" "holds no .npz files"
+/usr/bin/python3 -c "import numpy as np; np.savez('$work/wrong_name.npz', img=np.zeros((1,3,32,32), np.float32)); np.savez('$work/wrong_shape.npz', image=np.zeros((1,3,16,16), np.float32)); np.savez('$work/wrong_dtype.npz', image=np.zeros((1,3,32,32), np.float64))"
+expect 1 "calibration input name" -- "$kiln" quantize "$src/examples/tinynet.onnx" --calib "$work/wrong_name.npz" -o "$work/x.kir"
+contains "input name message" "$err" "'img' is not an input of the model (inputs: image)"
+expect 1 "calibration shape" -- "$kiln" quantize "$src/examples/tinynet.onnx" --calib "$work/wrong_shape.npz" -o "$work/x.kir"
+contains "shape message" "$err" "input 'image' is f32[1, 3, 16, 16], expected f32[batch, 3, 32, 32]"
+expect 1 "calibration dtype" -- "$kiln" quantize "$src/examples/tinynet.onnx" --calib "$work/wrong_dtype.npz" -o "$work/x.kir"
+contains "dtype message" "$err" "input 'image' is f64[1, 3, 32, 32], expected f32[batch, 3, 32, 32]"
+expect 1 "auto-mixed without a target" -- "$kiln" quantize "$src/examples/tinynet.onnx" --calib "$calib" --auto-mixed -o "$work/x.kir"
+contains "target message" "$err" "--auto-mixed needs --target-sqnr DB"
+expect 1 "quantize a quantized model" -- "$kiln" quantize "$work/q.kir" --calib "$calib" -o "$work/x.kir"
+contains "already quantized message" "$err" "already quantized"
+if [[ -e $work/x.kir ]]; then echo "FAIL: a failed quantize wrote its output"; failures=$((failures + 1)); fi
+
 echo "kiln_tool_e2e: $passes passed, $failures failed"
 [[ $failures -eq 0 ]]

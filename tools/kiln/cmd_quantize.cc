@@ -25,6 +25,7 @@ struct QuantizeCommand {
   bool per_tensor = false;
   std::vector<std::string> skip_nodes, skip_ops;
   bool report = false;
+  std::string eval;
   bool auto_mixed = false;
   double target_sqnr = 0;
   bool target_given = false;
@@ -96,9 +97,18 @@ Status run_quantize(const QuantizeCommand& cmd) {
     }
   }
   KILN_ASSIGN_OR_RETURN(ExportedProgram quantized, quant::convert(*prepared));
-  if (cmd.report) {
-    KILN_ASSIGN_OR_RETURN(auto report, quant::measure_accuracy(*prepared, quantized, *samples, cmd.threads));
-    std::cout << quant::format_report(report);
+  if (cmd.report || !cmd.eval.empty()) {
+    std::vector<quant::Sample> held_out;
+    if (!cmd.eval.empty()) {
+      auto read = quant::read_samples(cmd.eval);
+      if (!read.ok()) return read.status().with_context("--eval");
+      held_out = std::move(read).value();
+      KILN_RETURN_IF_ERROR(quant::check_samples(program, held_out).with_context("--eval"));
+    }
+    const auto& measured = cmd.eval.empty() ? *samples : held_out;
+    KILN_ASSIGN_OR_RETURN(auto report, quant::measure_accuracy(*prepared, quantized, measured, cmd.threads));
+    std::cout << (cmd.eval.empty() ? "on the calibration samples: " : "on the --eval samples: ")
+              << quant::format_report(report);
   }
   KILN_RETURN_IF_ERROR(write_file_atomic(cmd.output, print_kir(quantized)));
   size_t qdq = 0, weights = 0;
@@ -130,7 +140,11 @@ void register_quantize(CLI::App& app) {
                                "Activation observer: moving-average (default), minmax or histogram");
                 sub.add_option("--skip-node", cmd->skip_nodes, "Keep this node float (repeatable)");
                 sub.add_option("--skip-op", cmd->skip_ops, "Keep every node of this op float (repeatable)");
-                sub.add_flag("--report", cmd->report, "Print per-layer and output SQNR against the float model");
+                sub.add_flag("--report", cmd->report,
+                             "Print per-layer and output SQNR and top-1 agreement against the float model");
+                sub.add_option("--eval", cmd->eval,
+                               "Measure the report on these samples (.npz or folder) instead of the "
+                               "calibration ones");
                 sub.add_flag("--auto-mixed", cmd->auto_mixed,
                              "Promote the most sensitive layers to 16 bits until --target-sqnr is reached");
                 sub.add_option("--target-sqnr", cmd->target_sqnr, "Output SQNR (dB) that --auto-mixed aims for")
