@@ -117,14 +117,22 @@ Result<AccuracyReport> measure_accuracy(const PreparedModel& prepared, const Exp
   };
   AccuracyReport report;
   report.samples = samples.size();
+  portable::InterpreterOptions io;
+  io.num_threads = num_threads;
+  KILN_ASSIGN_OR_RETURN(auto float_run, portable::Interpreter::create(fp, io));
+  KILN_ASSIGN_OR_RETURN(auto quant_run, portable::Interpreter::create(qp, io));
+  float_run->set_value_hook(capture);
+  quant_run->set_value_hook(compare);
   std::vector<Sqnr> out_sqnr;
   for (const Sample& s : samples) {
-    std::span<const Sample> one(&s, 1);
-    KILN_ASSIGN_OR_RETURN(auto f, run_outputs(fp, one, num_threads, capture, {}));
-    KILN_ASSIGN_OR_RETURN(auto q, run_outputs(qp, one, num_threads, compare, {}));
-    out_sqnr.resize(f[0].size());
-    for (size_t o = 0; o < f[0].size() && o < q[0].size(); ++o) out_sqnr[o].add(f[0][o], q[0][o]);
-    if (!f[0].empty() && !q[0].empty()) report.top1_agree += top1_agreement(f[0][0], q[0][0], &report.top1_total);
+    auto f = float_run->run_named(s.inputs);
+    if (!f.ok()) return f.status().with_context(fmt::format("sample '{}' (float)", s.source));
+    auto q = quant_run->run_named(s.inputs);
+    if (!q.ok()) return q.status().with_context(fmt::format("sample '{}' (quantized)", s.source));
+    const auto &fo = f->outputs, &qo = q->outputs;
+    out_sqnr.resize(fo.size());
+    for (size_t o = 0; o < fo.size() && o < qo.size(); ++o) out_sqnr[o].add(fo[o], qo[o]);
+    if (!fo.empty() && !qo.empty()) report.top1_agree += top1_agreement(fo[0], qo[0], &report.top1_total);
     std::fill(captured.begin(), captured.end(), Tensor());
   }
   std::vector<std::string> names = fp.user_output_names();

@@ -48,7 +48,7 @@ QuantizeOptions options(const std::string& config = "8a8w",
 // reach far past it would be clipped).
 std::vector<Sample> samples(int n, std::vector<int64_t> shape = {2, 4}) {
   std::vector<Sample> out;
-  for (int i = 0; i < n; ++i) out.push_back({"s" + std::to_string(i), {{"x", ramp(shape, -1.0 + 0.01 * i, 0.3)}}});
+  for (int i = 0; i < n; ++i) out.push_back({fmt::format("s{}", i), {{"x", ramp(shape, -1.0 + 0.01 * i, 0.3)}}});
   return out;
 }
 
@@ -243,7 +243,7 @@ ExportedProgram chain(int layers) {
   for (int i = 0; i < layers; ++i) {
     Tensor w(DType::kF32, {16, 16});
     for (int64_t k = 0; k < w.numel(); ++k) w.set_scalar_at(k, std::sin(0.37 * static_cast<double>(k + 31 * i)) * 0.4);
-    std::string name = "l" + std::to_string(i);
+    std::string name = fmt::format("l{}", i);
     h = b.call(OpId::kLinear, {h, p.add_parameter(name + "_w", name + ".weight", w)}, {}, name);
   }
   b.outputs({h});
