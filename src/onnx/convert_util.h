@@ -12,5 +12,10 @@ namespace kiln::onnx_import {
 [[nodiscard]] Status unary(Importer& im, OpId op, const Kwargs& kwargs = {});
 /// Rank of input `i`.
 [[nodiscard]] Result<size_t> input_rank(Importer& im, size_t i);
+/// A convolution of `x` by `w` (+ `b`) with the current node's Conv attributes (kernel_shape,
+/// strides, dilations, group, pads / auto_pad); `xs` and `ws` are the specs of X and W
+/// (ops_nn.cc; Conv and the quantized convolutions share it).
+[[nodiscard]] Result<Node*> conv_call(Importer& im, const TensorSpec& xs, const TensorSpec& ws,
+                                      Node* x, Node* w, Arg b);
 
 }  // namespace kiln::onnx_import

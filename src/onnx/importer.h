@@ -52,6 +52,7 @@ std::span<const OpEntry> elementwise_ops();  // ops_elementwise.cc
 std::span<const OpEntry> nn_ops();           // ops_nn.cc
 std::span<const OpEntry> tensor_ops();       // ops_tensor.cc
 std::span<const OpEntry> shape_ops();        // ops_shape.cc
+std::span<const OpEntry> quant_ops();        // ops_quant.cc
 
 /// Imports one ModelProto. Not reusable: one Importer per model.
 class Importer {

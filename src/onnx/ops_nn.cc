@@ -1,9 +1,8 @@
 // Neural-network ONNX ops: convolution, pooling, linear algebra, normalization, softmax,
-// resizing, depth/space rearrangement, quantization.
+// resizing, depth/space rearrangement.
 #include <fmt/format.h>
 
 #include <cmath>
-#include <limits>
 
 #include "convert_util.h"
 #include "fold.h"
@@ -79,9 +78,10 @@ Result<Arg> optional_weight(Importer& im, size_t i) {
   return Arg(n);
 }
 
-Status convert_conv(Importer& im) {
-  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
-  KILN_ASSIGN_OR_RETURN(TensorSpec ws, im.input_spec(1));
+}  // namespace
+
+Result<Node*> conv_call(Importer& im, const TensorSpec& xs, const TensorSpec& ws, Node* x, Node* w,
+                        Arg b) {
   if (ws.rank() < 3 || xs.rank() != ws.rank()) {
     return invalid_argument("input X {} and weight W {} do not fit a convolution", xs.to_string(),
                             ws.to_string());
@@ -96,12 +96,19 @@ Status convert_conv(Importer& im) {
   KILN_RETURN_IF_ERROR(check_positive(dilations, "dilations"));
   KILN_ASSIGN_OR_RETURN(int64_t group, im.attr_int("group", 1));
   KILN_ASSIGN_OR_RETURN(auto pads, resolve_pads(im, xs, kernel, strides, dilations));
+  return im.call(OpId::kConvolution, {x, w, b},
+                 {{"stride", strides}, {"padding", pads}, {"dilation", dilations}, {"groups", group}});
+}
+
+namespace {
+
+Status convert_conv(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(TensorSpec ws, im.input_spec(1));
   KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
   KILN_ASSIGN_OR_RETURN(Node * w, im.input(1, Role::kWeight));
   KILN_ASSIGN_OR_RETURN(Arg b, optional_weight(im, 2));
-  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kConvolution, {x, w, b},
-                                          {{"stride", strides}, {"padding", pads},
-                                           {"dilation", dilations}, {"groups", group}}));
+  KILN_ASSIGN_OR_RETURN(Node * y, conv_call(im, xs, ws, x, w, b));
   im.set_output(0, y);
   return Status::Ok();
 }
@@ -516,72 +523,6 @@ Status convert_space_to_depth(Importer& im) {
   return Status::Ok();
 }
 
-// Quantized range of an ONNX quantized dtype.
-Result<std::pair<int64_t, int64_t>> quant_range(DType dt) {
-  switch (dt) {
-    case DType::kU8: return std::pair<int64_t, int64_t>{0, 255};
-    case DType::kI8: return std::pair<int64_t, int64_t>{-128, 127};
-    case DType::kI16: return std::pair<int64_t, int64_t>{-32768, 32767};
-    case DType::kU16: return std::pair<int64_t, int64_t>{0, 65535};
-    case DType::kI32:
-      return std::pair<int64_t, int64_t>{std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
-    default: return unsupported("quantized dtype {} is not supported", dtype_name(dt));
-  }
-}
-
-Status convert_qdq(Importer& im, bool quantize) {
-  KILN_ASSIGN_OR_RETURN(int64_t block, im.attr_int("block_size", 0));
-  if (block != 0) return unsupported("blocked quantization (block_size={}) is not supported", block);
-  KILN_ASSIGN_OR_RETURN(Tensor scale, im.require_const(1, "input 'scale'"));
-  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
-  DType qdt = quantize ? DType::kU8 : xs.dtype;
-  std::optional<Tensor> zp;
-  if (im.has_input(2)) {
-    KILN_ASSIGN_OR_RETURN(Tensor z, im.require_const(2, "input 'zero_point'"));
-    if (z.numel() != scale.numel()) {
-      return invalid_argument("zero_point has {} values, scale has {}", z.numel(), scale.numel());
-    }
-    qdt = z.dtype();
-    zp = std::move(z);
-  } else if (quantize && im.has_attr("output_dtype")) {
-    KILN_ASSIGN_OR_RETURN(int64_t od, im.attr_int("output_dtype", 0));
-    auto dt = dtype_from_onnx(static_cast<int32_t>(od));
-    if (!dt) return unsupported("attribute 'output_dtype': type {} is not supported", od);
-    qdt = *dt;
-  }
-  KILN_ASSIGN_OR_RETURN(auto range, quant_range(qdt));
-  if (!quantize && xs.dtype != qdt) {
-    return invalid_argument("input dtype {} differs from the zero point's {}", dtype_name(xs.dtype), dtype_name(qdt));
-  }
-  if (!is_floating(scale.dtype()) || scale.numel() == 0) return invalid_argument("scale must be a non-empty float tensor");
-  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
-  Kwargs kw{{"quant_min", range.first}, {"quant_max", range.second}, {"dtype", qdt}};
-  Node* y = nullptr;
-  if (scale.numel() == 1 && scale.rank() <= 1) {
-    kw.emplace_back("scale", fold::get_f64(scale, 0));
-    kw.emplace_back("zero_point", zp ? fold::get_i64(*zp, 0) : int64_t{0});
-    KILN_ASSIGN_OR_RETURN(y, im.call(quantize ? OpId::kQuantizePerTensor : OpId::kDequantizePerTensor, {x}, kw));
-  } else {
-    if (scale.rank() != 1) return invalid_argument("per-axis scale must be 1-D, got rank {}", scale.rank());
-    KILN_ASSIGN_OR_RETURN(int64_t axis, im.attr_int("axis", 1));
-    KILN_RETURN_IF_ERROR(normalize_axis(&axis, xs.rank(), "attribute 'axis'"));
-    KILN_ASSIGN_OR_RETURN(Tensor scales_f, fold::cast(scale, DType::kF32));
-    Tensor zps(DType::kI64, {scale.numel()});
-    if (zp) {
-      KILN_ASSIGN_OR_RETURN(zps, fold::cast(*zp, DType::kI64));
-      zps = zps.reshaped({scale.numel()});
-    }
-    Node* sn = im.constant_node(std::move(scales_f), im.node().input(1));
-    Node* zn = im.constant_node(std::move(zps), im.has_input(2) ? im.node().input(2) : im.node().output(0) + "_zero_point");
-    kw.emplace_back("axis", axis);
-    KILN_ASSIGN_OR_RETURN(y, im.call(quantize ? OpId::kQuantizePerChannel : OpId::kDequantizePerChannel, {x, sn, zn}, kw));
-  }
-  im.set_output(0, y);
-  return Status::Ok();
-}
-Status convert_quantize(Importer& im) { return convert_qdq(im, true); }
-Status convert_dequantize(Importer& im) { return convert_qdq(im, false); }
-
 constexpr OpEntry kNnOps[] = {
     {"Conv", convert_conv},
     {"ConvTranspose", convert_conv_transpose},
@@ -598,8 +539,6 @@ constexpr OpEntry kNnOps[] = {
     {"Resize", convert_resize},
     {"DepthToSpace", convert_depth_to_space},
     {"SpaceToDepth", convert_space_to_depth},
-    {"QuantizeLinear", convert_quantize},
-    {"DequantizeLinear", convert_dequantize},
 };
 
 }  // namespace
