@@ -1,10 +1,14 @@
 #!/usr/bin/python3
-"""Exports the end-to-end models of issue 3 to ONNX (opset 17) with Debian's PyTorch.
+"""Exports the end-to-end models of issues 3 and 10 to ONNX (opset 17) with Debian's PyTorch.
 
 Usage: /usr/bin/python3 tests/models/export_torch_models.py CACHE_DIR [--force]
 
-Writes CACHE_DIR/{resnet18,mobilenet_v2,transformer_encoder_layer}.onnx. Weights are random
-(weights=None, torch.manual_seed(0)): no download. Existing files are kept unless --force.
+Writes CACHE_DIR/{resnet18,mobilenet_v2,transformer_encoder_layer,resnet18_int8_qdq}.onnx.
+Weights are random (weights=None, torch.manual_seed(0)): no download. resnet18_int8_qdq is
+resnet18 quantized by torch FX post-training quantization (prepare_fx / convert_fx, the default
+qconfig mapping for "onednn": u8 activations per tensor, i8 weights per channel, i32 bias),
+calibrated on 4 seeded random inputs, and exported as QDQ ONNX (QuantizeLinear /
+DequantizeLinear around float Conv, Gemm, Add, pooling). Existing files are kept unless --force.
 """
 import argparse
 import os
@@ -30,17 +34,35 @@ def models():
     ]
 
 
+def quantized_resnet18():
+    """resnet18 through FX post-training quantization (qconfig "onednn"), as a torch module."""
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    gen = torch.Generator().manual_seed(1)
+    calib = [torch.randn(1, 3, 224, 224, generator=gen) for _ in range(4)]
+    prepared = prepare_fx(model, get_default_qconfig_mapping("onednn"), example_inputs=(calib[0],))
+    with torch.no_grad():
+        for x in calib:
+            prepared(x)
+    return convert_fx(prepared), calib[0]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cache_dir")
     parser.add_argument("--force", action="store_true", help="re-export existing files")
     args = parser.parse_args()
     os.makedirs(args.cache_dir, exist_ok=True)
-    for name, model, example in models():
+    for name, model, example in models() + [("resnet18_int8_qdq", None, None)]:
         path = os.path.join(args.cache_dir, name + ".onnx")
         if os.path.exists(path) and not args.force:
             print(f"{path}: exists")
             continue
+        if model is None:
+            model, example = quantized_resnet18()
         tmp = path + ".tmp"
         # Not under no_grad: torch 1.13 would take TransformerEncoderLayer's fused fast path,
         # which has no ONNX export.

@@ -4,7 +4,12 @@
 Usage: /usr/bin/python3 tests/models/make_op_models.py OUT_DIR
 
 For each case writes OUT_DIR/<case>.onnx and OUT_DIR/<case>.inputs/<input name>.npy, and lists
-the cases in OUT_DIR/cases.txt. Needs Debian's python3-onnx and numpy; no network.
+the cases in OUT_DIR/cases.txt, one a line: the name, then the integer tolerance when it is not
+0 (QLinearConv / QLinearMatMul: kiln computes the float op in f32 where ONNX Runtime accumulates
+in i32 and requantizes, so an output within f32 rounding of a rounding boundary may differ by
+one step). A few cases use opset 21 (16-bit QuantizeLinear / DequantizeLinear), written as IR 10
+models without the checker (python3-onnx 1.12 knows opset 17). Needs Debian's python3-onnx and
+numpy; no network.
 """
 import os
 import sys
@@ -23,18 +28,21 @@ def rng(seed):
 
 
 class Case:
-    def __init__(self, name, nodes, inputs, outputs, inits=None):
+    def __init__(self, name, nodes, inputs, outputs, inits=None, opset=OPSET, int_tol=0):
         self.name, self.nodes, self.inputs, self.outputs = name, nodes, inputs, outputs
         self.inits = inits or {}
+        self.opset, self.int_tol = opset, int_tol
 
 
-def case(name, op, inputs, out_type=F, inits=None, n_out=1, **attrs):
-    """One node `op` reading `inputs` (name -> array) and `inits` (name -> array)."""
+def case(name, op, inputs, out_type=F, inits=None, n_out=1, opset=OPSET, int_tol=0, order=None,
+         **attrs):
+    """One node `op` reading `inputs` (name -> array) and `inits` (name -> array), in that order
+    unless `order` lists the input names ("" for an absent optional input)."""
     inits = inits or {}
-    names = list(inputs) + list(inits)
+    names = order if order is not None else list(inputs) + list(inits)
     outs = [f"out{i}" for i in range(n_out)]
     node = helper.make_node(op, names, outs, **attrs)
-    return Case(name, [node], inputs, [(o, out_type) for o in outs], inits)
+    return Case(name, [node], inputs, [(o, out_type) for o in outs], inits, opset, int_tol)
 
 
 def cases():
@@ -150,7 +158,75 @@ def cases():
              {"q": r.integers(-128, 127, (3, 5)).astype(np.int8)},
              inits={"s": np.array(0.1, np.float32), "z": np.array(-3, np.int8)}),
     ]
-    return out
+    return out + quant_cases()
+
+
+def quant_cases():
+    """QuantizeLinear / DequantizeLinear at 8, 16 and 32 bits, and the integer ops (issue 10)."""
+    r = rng(1)
+    f32 = lambda a: np.asarray(a, np.float32)  # noqa: E731
+    x4 = f32(r.standard_normal((1, 3, 7, 7)) * 2)
+    u8 = lambda *s: r.integers(0, 256, s).astype(np.uint8)  # noqa: E731
+    i8 = lambda *s: r.integers(-128, 128, s).astype(np.int8)  # noqa: E731
+    scales = lambda n, lo, hi: f32(r.uniform(lo, hi, n))  # noqa: E731
+    U8, I8, I32 = TensorProto.UINT8, TensorProto.INT8, TensorProto.INT32
+    U16, I16 = TensorProto.UINT16, TensorProto.INT16
+    qconv_pads = dict(pads=[1, 1, 1, 1], strides=[2, 1])
+    return [
+        case("quantize_per_axis_i8", "QuantizeLinear", {"x": x4}, out_type=I8, axis=1,
+             inits={"s": scales(3, 0.01, 0.05), "z": np.array([-5, 0, 5], np.int8)}),
+        case("dequantize_per_axis_i32", "DequantizeLinear",
+             {"q": r.integers(-2**20, 2**20, (4, 3)).astype(np.int32)}, axis=0,
+             inits={"s": scales(4, 1e-5, 1e-3), "z": np.zeros(4, np.int32)}),
+        case("quantize_u16", "QuantizeLinear", {"x": f32(r.standard_normal((3, 5)) * 20)},
+             out_type=U16, opset=21,
+             inits={"s": np.array(0.001, np.float32), "z": np.array(30000, np.uint16)}),
+        case("dequantize_u16", "DequantizeLinear",
+             {"q": r.integers(0, 65536, (3, 5)).astype(np.uint16)}, opset=21,
+             inits={"s": np.array(0.0003, np.float32), "z": np.array(32768, np.uint16)}),
+        case("quantize_i16_per_axis", "QuantizeLinear", {"x": x4}, out_type=I16, opset=21, axis=1,
+             inits={"s": scales(3, 1e-4, 1e-3), "z": np.array([-100, 0, 100], np.int16)}),
+        case("dequantize_i16", "DequantizeLinear",
+             {"q": r.integers(-32768, 32768, (3, 5)).astype(np.int16)}, opset=21,
+             inits={"s": np.array(0.002, np.float32), "z": np.array(-7, np.int16)}),
+        case("qlinear_conv_u8", "QLinearConv", {"x": u8(1, 3, 7, 7)}, out_type=U8, int_tol=1,
+             inits={"xs": np.array(0.02, np.float32), "xz": np.array(120, np.uint8),
+                    "w": u8(4, 3, 3, 3), "ws": np.array(0.01, np.float32),
+                    "wz": np.array(130, np.uint8), "ys": np.array(0.15, np.float32),
+                    "yz": np.array(100, np.uint8),
+                    "b": r.integers(-3000, 3000, 4).astype(np.int32)}, **qconv_pads),
+        case("qlinear_conv_per_channel", "QLinearConv", {"x": u8(1, 3, 7, 7)}, out_type=U8,
+             int_tol=1, inits={"xs": np.array(0.02, np.float32), "xz": np.array(120, np.uint8),
+                               "w": i8(5, 3, 3, 3), "ws": scales(5, 0.002, 0.01),
+                               "wz": np.zeros(5, np.int8), "ys": np.array(0.1, np.float32),
+                               "yz": np.array(128, np.uint8),
+                               "b": r.integers(-3000, 3000, 5).astype(np.int32)}, **qconv_pads),
+        case("qlinear_conv_s8_grouped", "QLinearConv", {"x": i8(1, 4, 6, 6)}, out_type=I8,
+             int_tol=1, group=2, pads=[1, 1, 1, 1],
+             inits={"xs": np.array(0.03, np.float32), "xz": np.array(-2, np.int8),
+                    "w": i8(6, 2, 3, 3), "ws": scales(6, 0.002, 0.01),
+                    "wz": np.zeros(6, np.int8), "ys": np.array(0.08, np.float32),
+                    "yz": np.array(3, np.int8)}),
+        case("qlinear_matmul_u8", "QLinearMatMul", {"a": u8(2, 3, 8)}, out_type=U8, int_tol=1,
+             inits={"as": np.array(0.02, np.float32), "az": np.array(128, np.uint8),
+                    "b": u8(8, 5), "bs": np.array(0.03, np.float32),
+                    "bz": np.array(120, np.uint8), "ys": np.array(0.2, np.float32),
+                    "yz": np.array(110, np.uint8)}),
+        case("qlinear_matmul_per_column", "QLinearMatMul", {"a": u8(4, 8)}, out_type=U8, int_tol=1,
+             inits={"as": np.array(0.02, np.float32), "az": np.array(128, np.uint8),
+                    "b": i8(8, 6), "bs": scales(6, 0.005, 0.02), "bz": np.zeros(6, np.int8),
+                    "ys": np.array(0.1, np.float32), "yz": np.array(124, np.uint8)}),
+        case("conv_integer", "ConvInteger", {"x": u8(1, 3, 7, 7)}, out_type=I32,
+             inits={"w": u8(4, 3, 3, 3), "xz": np.array(100, np.uint8),
+                    "wz": np.array(140, np.uint8)}, **qconv_pads),
+        case("conv_integer_no_zero_points", "ConvInteger", {"x": u8(1, 2, 5, 5)}, out_type=I32,
+             inits={"w": u8(3, 2, 2, 2)}),
+        case("matmul_integer", "MatMulInteger", {"a": u8(2, 4, 16)}, out_type=I32,
+             inits={"b": i8(16, 3), "az": np.array(7, np.uint8), "bz": np.array(-3, np.int8)}),
+        case("matmul_integer_per_column", "MatMulInteger", {"a": u8(5, 300)}, out_type=I32,
+             inits={"b": u8(300, 4), "az": np.array(128, np.uint8),
+                    "bz": np.array([1, 50, 128, 250], np.uint8)}),
+    ]
 
 
 def to_value_info(name, arr):
@@ -164,9 +240,9 @@ def write(c, out_dir):
         [to_value_info(n, a) for n, a in c.inputs.items()],
         [helper.make_tensor_value_info(n, t, None) for n, t in c.outputs],
         [numpy_helper.from_array(a, n) for n, a in c.inits.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", c.opset)],
                               producer_name="kiln-tests")
-    model.ir_version = 8
+    model.ir_version = 10 if c.opset >= 21 else 8
     with open(os.path.join(out_dir, c.name + ".onnx"), "wb") as f:
         f.write(model.SerializeToString())
     in_dir = os.path.join(out_dir, c.name + ".inputs")
@@ -184,7 +260,7 @@ def main():
     names = []
     for c in cases():
         write(c, out_dir)
-        names.append(c.name)
+        names.append(c.name + (f" {c.int_tol}" if c.int_tol else ""))
     with open(os.path.join(out_dir, "cases.txt"), "w") as f:
         f.write("\n".join(names) + "\n")
     print(f"wrote {len(names)} models to {out_dir}")

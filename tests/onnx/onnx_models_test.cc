@@ -46,6 +46,20 @@ TEST(OnnxModels, ResNet18) {
   EXPECT_EQ(p->user_outputs()[0]->spec().to_string(), "f32[1, 1000]");
 }
 
+// resnet18 through torch FX post-training quantization, exported as QDQ ONNX: u8 activations per
+// tensor, i8 weights and i32 biases per output channel, around float Conv / Gemm / Add.
+TEST(OnnxModels, ResNet18Int8Qdq) {
+  std::string path = models_dir() + "/resnet18_int8_qdq.onnx";
+  auto p = import_if_present(path);
+  KILN_SKIP_IF_MISSING(p, path);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(count_ops(*p, OpId::kConvolution), 20u);
+  EXPECT_EQ(count_ops(*p, OpId::kQuantizePerTensor), 33u);
+  EXPECT_EQ(count_ops(*p, OpId::kDequantizePerTensor), 41u);
+  EXPECT_EQ(count_ops(*p, OpId::kDequantizePerChannel), 42u);
+  EXPECT_EQ(p->user_outputs()[0]->spec().to_string(), "f32[1, 1000]");
+}
+
 TEST(OnnxModels, MobileNetV2) {
   std::string path = models_dir() + "/mobilenet_v2.onnx";
   auto p = import_if_present(path);

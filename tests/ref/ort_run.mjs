@@ -1,7 +1,10 @@
 // Runs an ONNX model with onnxruntime-node on .npy inputs and writes each output as .npy.
 //
-//   node tests/ref/ort_run.mjs MODEL.onnx --out DIR [--threads N] [--bench RUNS] name=file.npy ...
+//   node tests/ref/ort_run.mjs MODEL.onnx --out DIR [--threads N] [--bench RUNS]
+//        [--opt-level disabled|basic|extended|all] name=file.npy ...
 //
+// --opt-level sets ORT's graph optimization level (default all; disabled evaluates a QDQ graph
+// as written instead of fusing it into integer kernels).
 // With --bench, runs the model RUNS times after 3 warm-up runs and prints
 // "ort median_ms <ms> min_ms <ms>". Output files are named <output name>.npy (characters
 // outside [A-Za-z0-9_.-] become '_', as kiln does).
@@ -15,6 +18,7 @@ const ort = require('onnxruntime-node');
 const kDescr = {
   '<f4': ['float32', Float32Array], '<f8': ['float64', Float64Array],
   '<i8': ['int64', BigInt64Array], '<i4': ['int32', Int32Array], '<i2': ['int16', Int16Array],
+  '<u2': ['uint16', Uint16Array],
   '|i1': ['int8', Int8Array], '|u1': ['uint8', Uint8Array], '|b1': ['bool', Uint8Array],
 };
 
@@ -43,7 +47,7 @@ function readNpy(file) {
 
 function writeNpy(file, tensor) {
   const names = { float32: '<f4', float64: '<f8', int64: '<i8', int32: '<i4', int16: '<i2',
-                  int8: '|i1', uint8: '|u1', bool: '|b1' };
+                  uint16: '<u2', int8: '|i1', uint8: '|u1', bool: '|b1' };
   const descr = names[tensor.type];
   if (!descr) throw new Error(`output type ${tensor.type} not supported`);
   const dims = tensor.dims.map(String);
@@ -69,13 +73,14 @@ const safe = (name) => name.replace(/[^A-Za-z0-9_.-]/g, '_').replace(/^\.|^$/, '
 
 async function main() {
   const args = process.argv.slice(2);
-  let model = null, out = null, threads = 1, bench = 0;
+  let model = null, out = null, threads = 1, bench = 0, optLevel = 'all';
   const feeds = {};
   for (let i = 0; i < args.length; ++i) {
     const a = args[i];
     if (a === '--out') out = args[++i];
     else if (a === '--threads') threads = Number(args[++i]);
     else if (a === '--bench') bench = Number(args[++i]);
+    else if (a === '--opt-level') optLevel = args[++i];
     else if (a.includes('=')) {
       const eq = a.indexOf('=');
       feeds[a.slice(0, eq)] = readNpy(a.slice(eq + 1));
@@ -84,7 +89,7 @@ async function main() {
   if (!model) throw new Error('usage: ort_run.mjs MODEL --out DIR [--threads N] name=file.npy ...');
   const session = await ort.InferenceSession.create(model, {
     intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential',
-    graphOptimizationLevel: 'all',
+    graphOptimizationLevel: optLevel,
   });
   const results = await session.run(feeds);
   if (out) {
