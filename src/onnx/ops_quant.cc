@@ -5,7 +5,8 @@
 //   QLinearMatMul dq(a) (per tensor or per row), dq(b) (per tensor or per column) -> matmul ->
 //                 quantize (per tensor or per row)
 //   ConvInteger   dq(x, scale 1, x_zero_point), dq(w, scale 1, w_zero_point) -> convolution ->
-//   MatMulInteger cast to i32 (and matmul likewise)
+//                 cast to i32
+//   MatMulInteger the same with matmul (zero points per tensor, per row of A, per column of B)
 // This keeps the q/dq form that delegates match (as ExecuTorch does); the portable kernels compute
 // the float op in f32.
 //
@@ -16,7 +17,7 @@
 // f32 rounding of the sum (relative 2^-24 of its size) where ONNX Runtime's integer sum is exact.
 // QLinearConv / QLinearMatMul compute in f32 where ONNX Runtime accumulates in i32 and
 // requantizes with x_scale * w_scale / y_scale: results can differ by one quantization step where
-// a value lies within f32 rounding of a rounding boundary.
+// a value lies within f32 rounding of a rounding boundary. docs/quantized-ops.md has the figures.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -230,8 +231,9 @@ Status convert_qdq(Importer& im, bool quantize) {
   const std::string_view scale_name = quantize ? "y_scale" : "x_scale";
   const std::string_view zp_name = quantize ? "y_zero_point" : "x_zero_point";
   KILN_ASSIGN_OR_RETURN(int64_t block, im.attr_int("block_size", 0));
-  if (block != 0)
+  if (block != 0) {
     return unsupported("blocked quantization (block_size={}) is not supported", block);
+  }
   KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
   const std::string xw = input_what(im, 0, "x");
   ParamSpec p = param_spec(1, scale_name, zp_name, xs.dtype, "");
