@@ -108,13 +108,14 @@ def cases():
         if dt == "i32":
             x = np.concatenate([x, (rng.uniform(-2**26, 2**26, 16) * s).astype(F32)])
         q = torch_quantize(x, [s], [zp], -1, dt, qmin, qmax)
-        out.append((f"quantize_{name}", "quantize_per_tensor", dt, qmin, qmax, -1, x.shape, [s], [zp], x, q))
+        out.append((f"quantize_{name}", "quantize_per_tensor", dt, qmin, qmax, -1, x.shape, [s],
+                    [zp], x, q))
         qin = np.concatenate([rng.integers(qmin, qmax, 24, endpoint=True), [qmin, qmax, zp]])
         if dt == "i32":
             # ATen subtracts the zero point from a qint32 in i32 and wraps around near the limits.
             qin = np.clip(qin, qmin + 1000, qmax - 1000)
-        out.append((f"dequantize_{name}", "dequantize_per_tensor", dt, qmin, qmax, -1, qin.shape, [s], [zp],
-                    qin, torch_dequantize(qin, [s], [zp], -1, dt)))
+        out.append((f"dequantize_{name}", "dequantize_per_tensor", dt, qmin, qmax, -1, qin.shape,
+                    [s], [zp], qin, torch_dequantize(qin, [s], [zp], -1, dt)))
     for dt, qmin, qmax in [("i8", -127, 127), ("u8", 0, 255), ("i8", -7, 7), ("i16", -32768, 32767),
                            ("i32", -2**31, 2**31 - 1)]:
         for axis, shape in [(0, (4, 3, 5)), (1, (2, 4, 5))]:
@@ -129,10 +130,11 @@ def cases():
             k = rng.integers(max(qmin, -200) - 4, min(qmax, 200) + 4, shape) + 0.5 - z
             x = (k * s).astype(F32)
             x.ravel()[::3] = np.nextafter(x.ravel()[::3], F32(np.inf))
-            x.ravel()[1::3] = (rng.standard_normal(x.ravel()[1::3].shape) * 40 * s.ravel().mean()).astype(F32)
+            noise = rng.standard_normal(x.ravel()[1::3].shape) * 40 * s.ravel().mean()
+            x.ravel()[1::3] = noise.astype(F32)
             name = f"{dt}_{qmin}_{qmax}_axis{axis}"
-            out.append((f"quantize_per_channel_{name}", "quantize_per_channel", dt, qmin, qmax, axis, shape,
-                        scales, zps, x, torch_quantize(x, scales, zps, axis, dt, qmin, qmax)))
+            out.append((f"quantize_per_channel_{name}", "quantize_per_channel", dt, qmin, qmax, axis,
+                        shape, scales, zps, x, torch_quantize(x, scales, zps, axis, dt, qmin, qmax)))
             qin = rng.integers(qmin, qmax, shape, endpoint=True)
             out.append((f"dequantize_per_channel_{name}", "dequantize_per_channel", dt, qmin, qmax, axis,
                         shape, scales, zps, qin, torch_dequantize(qin, scales, zps, axis, dt)))
@@ -143,7 +145,8 @@ def main():
     if len(sys.argv) != 2:
         print(__doc__)
         return 2
-    lines = [f"# Written by tests/models/make_quant_golden.py with torch {torch.__version__}; do not edit."]
+    lines = [f"# Written by tests/models/make_quant_golden.py with torch {torch.__version__}; "
+             "do not edit."]
     for name, op, dt, qmin, qmax, axis, shape, scales, zps, x, y in cases():
         lines.append(f"case {name} {op} {dt} {qmin} {qmax} {axis} {','.join(str(d) for d in shape)} "
                      f"{','.join(repr(float(s)) for s in scales)} {','.join(str(z) for z in zps)}")
