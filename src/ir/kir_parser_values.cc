@@ -63,15 +63,7 @@ Status Parser::parse_constant(ExportedProgram* ep) {
     }
     if (spec.dtype != DType::kBool && !is_float) {
       int64_t v = ints.back();
-      int64_t lo = INT64_MIN, hi = INT64_MAX;
-      switch (spec.dtype) {
-        case DType::kI32: lo = INT32_MIN; hi = INT32_MAX; break;
-        case DType::kI16: lo = INT16_MIN; hi = INT16_MAX; break;
-        case DType::kU16: lo = 0; hi = UINT16_MAX; break;
-        case DType::kI8: lo = INT8_MIN; hi = INT8_MAX; break;
-        case DType::kU8: lo = 0; hi = UINT8_MAX; break;
-        default: break;
-      }
+      auto [lo, hi] = *integer_range(spec.dtype);
       if (v < lo || v > hi) {
         return err(list_tok, "constant '{}': value {} is out of range for {}", name, v,
                    dtype_name(spec.dtype));

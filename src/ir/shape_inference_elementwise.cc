@@ -47,15 +47,7 @@ Status check_quant_range(const Node& node, DType qdtype) {
     return invalid_argument("argument 'dtype': got {}, expected an integer type",
                             dtype_name(qdtype));
   }
-  int64_t lo = 0, hi = 0;
-  switch (qdtype) {
-    case DType::kU8: lo = 0; hi = 255; break;
-    case DType::kI8: lo = -128; hi = 127; break;
-    case DType::kI16: lo = -32768; hi = 32767; break;
-    case DType::kU16: lo = 0; hi = 65535; break;
-    case DType::kI32: lo = std::numeric_limits<int32_t>::min(); hi = std::numeric_limits<int32_t>::max(); break;
-    default: lo = std::numeric_limits<int64_t>::min(); hi = std::numeric_limits<int64_t>::max(); break;
-  }
+  auto [lo, hi] = *integer_range(qdtype);
   if (qmin > qmax) {
     return invalid_argument("argument 'quant_min': got {}, expected at most quant_max {}", qmin,
                             qmax);

@@ -43,21 +43,9 @@ std::string input_what(Importer& im, size_t i, std::string_view name) {
 
 // The storage range of a quantized dtype.
 Result<std::pair<int64_t, int64_t>> quant_range(DType dt) {
-  switch (dt) {
-    case DType::kU8:
-      return std::pair<int64_t, int64_t>{0, 255};
-    case DType::kI8:
-      return std::pair<int64_t, int64_t>{-128, 127};
-    case DType::kI16:
-      return std::pair<int64_t, int64_t>{-32768, 32767};
-    case DType::kU16:
-      return std::pair<int64_t, int64_t>{0, 65535};
-    case DType::kI32:
-      return std::pair<int64_t, int64_t>{std::numeric_limits<int32_t>::min(),
-                                         std::numeric_limits<int32_t>::max()};
-    default:
-      return unsupported("quantized dtype {} is not supported", dtype_name(dt));
-  }
+  auto range = dt == DType::kI64 ? std::nullopt : integer_range(dt);
+  if (!range) return unsupported("quantized dtype {} is not supported", dtype_name(dt));
+  return *range;
 }
 
 // Checks that `dt`, the element type of `what`, is one of `allowed`, or 16-bit where the opset

@@ -269,9 +269,8 @@ Result<Annotations> annotate(const ExportedProgram& program, const QuantizeOptio
     for (Node* u : n->users()) all_skipped = all_skipped && skip_names.count(u->name()) + skip_ops.count(u->target()) != 0;
     if (all_skipped && (!skip_names.empty() || !skip_ops.empty())) out.skipped_parameters.push_back(n->name());
   }
-  for (const auto& [name, config] : options.layer_configs) {
-    (void)config;
-    if (g.find(name) == nullptr) return not_found("layer '{}': no node of that name", name);
+  for (const auto& entry : options.layer_configs) {
+    if (g.find(entry.first) == nullptr) return not_found("layer '{}': no node of that name", entry.first);
   }
   return out;
 }

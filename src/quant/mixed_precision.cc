@@ -75,7 +75,8 @@ Result<std::vector<QuantConfig>> promotions(const QuantConfig& base) {
   std::vector<QuantConfig> out;
   bool per_tensor = base.weight.qscheme == QScheme::kPerTensorSymmetric;
   for (const char* name : {"16a8w", "16a16w"}) {
-    KILN_ASSIGN_OR_RETURN(QuantConfig c, make_config(name, per_tensor, base.activation.observer));
+    bool full_range = base.weight.quant_min < -base.weight.quant_max;
+    KILN_ASSIGN_OR_RETURN(QuantConfig c, make_config(name, per_tensor, base.activation.observer, full_range));
     if (c.activation.bits() >= base.activation.bits() && c.weight.bits() >= base.weight.bits() && !(c.name == base.name)) {
       out.push_back(std::move(c));
     }

@@ -74,7 +74,7 @@ const std::vector<std::string>& config_names() {
 }
 
 Result<QuantConfig> make_config(std::string_view name, bool per_tensor,
-                                std::optional<ObserverKind> act_observer) {
+                                std::optional<ObserverKind> act_observer, bool full_range_weights) {
   ObserverKind obs = act_observer.value_or(ObserverKind::kMovingAverageMinMax);
   QuantConfig c;
   c.name = std::string(name);
@@ -94,6 +94,7 @@ Result<QuantConfig> make_config(std::string_view name, bool per_tensor,
     return invalid_argument("unknown quantization config '{}' (known: {})", name,
                             fmt::join(config_names(), ", "));
   }
+  if (full_range_weights) c.weight.quant_min = -c.weight.quant_max - 1;
   c.bias.dtype = DType::kI32;
   c.bias.quant_min = std::numeric_limits<int32_t>::min();
   c.bias.quant_max = std::numeric_limits<int32_t>::max();

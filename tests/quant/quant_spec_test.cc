@@ -39,6 +39,10 @@ TEST(QuantConfig, QualcommConfigurations) {
   EXPECT_EQ(a16w16->weight.quant_min, -32767);
   EXPECT_EQ(a16w16->weight.qscheme, QScheme::kPerTensorSymmetric);
   EXPECT_EQ(make_config("16a8w")->weight.quant_max, 127);
+  auto full = make_config("16a4w", false, std::nullopt, /*full_range_weights=*/true);
+  EXPECT_EQ(full->weight.quant_min, -8);
+  EXPECT_EQ(full->weight.quant_max, 7);
+  EXPECT_EQ(full->weight.bits(), 4);
   EXPECT_EQ(make_config("8a8w", false, ObserverKind::kHistogram)->activation.observer, ObserverKind::kHistogram);
 }
 
@@ -75,6 +79,11 @@ TEST(QParams, SymmetricFromRange) {
   QuantSpec w4 = make_config("16a4w", true)->weight;
   p = qparams_for_range(-1.0f, 3.5f, w4);
   EXPECT_EQ(p.scales[0], 0.5);
+  // [-8, 7]: torch divides the range by (quant_max - quant_min) / 2 = 7.5.
+  QuantSpec w4full = make_config("16a4w", true, std::nullopt, true)->weight;
+  p = qparams_for_range(-1.0f, 3.75f, w4full);
+  EXPECT_EQ(p.scales[0], 0.5);
+  EXPECT_EQ(quantize_value(-3.75f, 0.5, 0, -8, 7), -8);
 }
 
 TEST(QParams, FixedRanges) {

@@ -120,6 +120,24 @@ TEST(Convert, GoldenGraphAndNumbers) {
   }
 }
 
+TEST(Convert, Golden16a4wPerTensor) {
+  // uint16 activations, 4-bit weights in int8 storage with one scale per tensor.
+  RulesModel m;
+  QuantizeOptions o;
+  o.config = *make_config("16a4w", /*per_tensor=*/true, ObserverKind::kMinMax);
+  auto prep = prepare(m.p, o);
+  ASSERT_TRUE(prep.ok());
+  ASSERT_TRUE(calibrate(**prep, samples(2)).ok());
+  auto q = convert(**prep);
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  kiln::testing::expect_golden(print_kir(*q), "quant/rules_16a4w.kir");
+  const Tensor* w = q->constants().find("w1_q");
+  ASSERT_NE(w, nullptr);
+  for (int64_t i = 0; i < w->numel(); ++i) {
+    EXPECT_LE(std::abs(w->scalar_at(i)), 7.0);
+  }
+}
+
 TEST(Convert, WeightAndBiasIntegers) {
   // linear(x, w, b): weight rows max |w| 2 and 0.5 -> per-channel int8; bias i32 with
   // scale = input scale x weight scale.

@@ -23,6 +23,7 @@ struct QuantizeCommand {
   std::string config = "8a8w";
   std::string observer;
   bool per_tensor = false;
+  bool full_range = false;
   std::vector<std::string> skip_nodes, skip_ops;
   bool report = false;
   std::string eval;
@@ -61,7 +62,7 @@ Status run_quantize(const QuantizeCommand& cmd) {
     }
   }
   quant::QuantizeOptions options;
-  KILN_ASSIGN_OR_RETURN(options.config, quant::make_config(cmd.config, cmd.per_tensor, observer));
+  KILN_ASSIGN_OR_RETURN(options.config, quant::make_config(cmd.config, cmd.per_tensor, observer, cmd.full_range));
   options.skip_nodes = cmd.skip_nodes;
   options.skip_ops = cmd.skip_ops;
 
@@ -136,6 +137,8 @@ void register_quantize(CLI::App& app) {
                                "inputs) or a folder of them")->required();
                 sub.add_option("--config", cmd->config, "8a8w (default), 16a8w, 16a4w or 16a16w");
                 sub.add_flag("--per-tensor", cmd->per_tensor, "One scale per weight tensor, not per channel");
+                sub.add_flag("--full-range-weights", cmd->full_range,
+                             "Weights use the whole signed range: [-8, 7] for 4 bits, [-128, 127] for 8");
                 sub.add_option("--observer", cmd->observer,
                                "Activation observer: moving-average (default), minmax or histogram");
                 sub.add_option("--skip-node", cmd->skip_nodes, "Keep this node float (repeatable)");

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 namespace kiln {
 
@@ -33,6 +34,8 @@ std::optional<DType> dtype_from_name(std::string_view name);
 size_t dtype_size(DType dtype);
 bool is_floating(DType dtype);
 bool is_integral(DType dtype);  ///< integer types, not bool
+/// The values an integer type holds ([0, 255] for u8, ...); nullopt for float types and bool.
+std::optional<std::pair<int64_t, int64_t>> integer_range(DType dtype);
 /// Type both operands of an arithmetic op are computed in (torch's promote_types).
 DType promote_types(DType a, DType b);
 

@@ -63,10 +63,12 @@ struct QuantConfig {
 
 /// Configuration `name` ("8a8w", "16a8w", "16a4w", "16a16w"): activations uint8 or uint16
 /// affine (moving-average min/max unless `act_observer` says otherwise), weights int8 [-127, 127],
-/// int8 [-7, 7] or int16 [-32767, 32767] symmetric, per channel unless `per_tensor`. An unknown
-/// name is an error listing the known ones.
+/// int8 [-7, 7] or int16 [-32767, 32767] symmetric, per channel unless `per_tensor`;
+/// `full_range_weights` adds the most negative value ([-8, 7], [-128, 127], [-32768, 32767]). An
+/// unknown name is an error listing the known ones.
 Result<QuantConfig> make_config(std::string_view name, bool per_tensor = false,
-                                std::optional<ObserverKind> act_observer = std::nullopt);
+                                std::optional<ObserverKind> act_observer = std::nullopt,
+                                bool full_range_weights = false);
 /// The known configuration names, from least to most precise.
 const std::vector<std::string>& config_names();
 

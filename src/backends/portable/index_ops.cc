@@ -317,32 +317,10 @@ struct QParams {
   DType dtype;
 };
 
-// The storage range of a quantized dtype.
-std::optional<std::pair<int64_t, int64_t>> storage_range(DType dt) {
-  switch (dt) {
-    case DType::kU8:
-      return std::pair<int64_t, int64_t>{0, 255};
-    case DType::kI8:
-      return std::pair<int64_t, int64_t>{-128, 127};
-    case DType::kU16:
-      return std::pair<int64_t, int64_t>{0, 65535};
-    case DType::kI16:
-      return std::pair<int64_t, int64_t>{-32768, 32767};
-    case DType::kI32:
-      return std::pair<int64_t, int64_t>{std::numeric_limits<int32_t>::min(),
-                                         std::numeric_limits<int32_t>::max()};
-    case DType::kI64:
-      return std::pair<int64_t, int64_t>{std::numeric_limits<int64_t>::min(),
-                                         std::numeric_limits<int64_t>::max()};
-    default:
-      return std::nullopt;
-  }
-}
-
 Result<QParams> qparams(const KernelArgs& args, const char* op) {
   QParams q{args.attr_int("quant_min", -128), args.attr_int("quant_max", 127),
             args.attr_dtype("dtype", DType::kI8)};
-  auto range = storage_range(q.dtype);
+  auto range = integer_range(q.dtype);
   if (!range) {
     return invalid_argument("{}: quantized dtype {} is not one of u8, i8, u16, i16, i32, i64", op,
                             dtype_name(q.dtype));
@@ -401,7 +379,7 @@ Result<Channels> channels(const KernelArgs& args, const Tensor& x, DType qdtype,
     if (!(s > 0) || !std::isfinite(s))
       return invalid_argument("{}: scale {} must be positive and finite", op, s);
   }
-  auto range = storage_range(qdtype);
+  auto range = integer_range(qdtype);
   for (int64_t zp : c.zps) {
     // Keeps q - zp from overflowing; ONNX and torch zero points are storage values too.
     if (range && (zp < range->first || zp > range->second)) {
