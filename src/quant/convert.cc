@@ -111,15 +111,12 @@ Status Converter::quantize_constant_inputs(const Node* n, const NodeAnnotation& 
     QParams params;
     switch (in.role) {
       case InputRole::kActivation: {
+        // A constant operand (add(x, c)): its range is its data.
         spec = config.activation;
-        float lo = 0, hi = 0;
-        for (int64_t i = 0; i < data->numel(); ++i) {
-          float x = static_cast<float>(data->scalar_at(i));
-          lo = i == 0 ? x : std::min(lo, x);
-          hi = i == 0 ? x : std::max(hi, x);
-        }
         spec.qscheme = QScheme::kPerTensorAffine;
-        params = qparams_for_range(lo, hi, spec);
+        Observer range(ObserverKind::kMinMax);
+        range.observe(*data);
+        params = range.qparams(spec);
         if (!act_params) act_params = params;
         break;
       }

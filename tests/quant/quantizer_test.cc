@@ -181,6 +181,33 @@ TEST(Convert, WeightAndBiasIntegers) {
   EXPECT_FALSE(q->constants().contains("w")) << "the float weight is gone";
 }
 
+TEST(Convert, ConstantOperandQuantizedFromItsData) {
+  // add(x, c) with a constant tensor c: c is quantized with the activation spec over its own
+  // range [-1.5, 2], at convert time.
+  ExportedProgram p;
+  GraphBuilder b(p);
+  Node* x = b.input("x", f32({2, 4}));
+  Tensor c(DType::kF32, {4});
+  float cv[] = {0.5f, -1.5f, 2.0f, 0.0f};
+  for (int i = 0; i < 4; ++i) c.set_scalar_at(i, cv[i]);
+  Node* add = b.call(OpId::kAdd, {x, p.add_constant("c", "c", c)}, {}, "add");
+  b.outputs({add});
+  auto prep = prepare(p, options());
+  ASSERT_TRUE(prep.ok());
+  ASSERT_TRUE(calibrate(**prep, samples(1)).ok());
+  auto q = convert(**prep);
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  const Tensor* cq = q->constants().find("c_q");
+  ASSERT_NE(cq, nullptr);
+  EXPECT_EQ(cq->dtype(), DType::kU8);
+  Node* dq = q->graph().find("add")->arg(1).node();
+  ASSERT_TRUE(dq->is_call(OpId::kDequantizePerTensor));
+  EXPECT_EQ(dq->kwarg_float("scale"), static_cast<double>(3.5f / 255.0f));
+  EXPECT_EQ(dq->kwarg_int("zero_point"), 109);  // round(1.5 / (3.5 / 255)) = round(109.29)
+  EXPECT_EQ(cq->scalar_at(2), 255);
+  EXPECT_EQ(cq->scalar_at(3), 109);
+}
+
 TEST(Exclusions, SkippedNodesAndTheirWeightsStayFloat) {
   RulesModel m;
   QuantizeOptions o = options();
