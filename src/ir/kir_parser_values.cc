@@ -228,6 +228,10 @@ Status Parser::parse_meta(NodeMeta* meta, const Token& name_tok) {
     } else if (key.text == "quant") {
       meta->quant.emplace();
       KILN_RETURN_IF_ERROR(parse_quant(&*meta->quant));
+    } else if (key.text == "layout") {
+      if (!at_word("nhwc")) return err(cur_, "expected layout nhwc, got {}", describe(cur_));
+      meta->channels_last = true;
+      KILN_RETURN_IF_ERROR(advance());
     } else if (key.text == "source") {
       if (!at(Tok::kString)) return err(cur_, "expected a string, got {}", describe(cur_));
       meta->source = cur_.text;

@@ -98,6 +98,7 @@ void append_meta(std::string& out, const Node* n) {
     out += ", ";
     append_quant(out, *m.quant);
   }
+  if (m.channels_last) out += ", layout=nhwc";
   if (!m.source.empty()) out += ", source=" + quote(m.source.str());
   out += ']';
 }

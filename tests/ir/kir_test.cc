@@ -269,6 +269,47 @@ TEST(KirParser, FillsDefaultsAndKeepsMeta) {
   expect_round_trip(*p);
 }
 
+TEST(KirParser, ChannelsLastLayoutRoundTrips) {
+  // After the HTP LayoutTransform: a convolution reading NHWC has an NHWC spec that inference
+  // over its inputs would not give; lint accepts it because the node is channels-last.
+  auto p = parse_kir(
+      "graph():\n"
+      "    %x : f32[1, 3, 4, 4] = placeholder[target=x]\n"
+      "    %w : f32[2, 3, 1, 1] = placeholder[target=w]\n"
+      "    %p : [num_users=1, layout=nhwc] f32[1, 4, 4, 3] = call_function[target=permute]"
+      "(args = (%x,), kwargs = {dims: [0, 2, 3, 1]})\n"
+      "    %conv : [num_users=1, quant=(u8, scales=[0.5], zero_points=[1], qmin=0, qmax=255, "
+      "axis=-1), layout=nhwc] f32[1, 4, 4, 2] = call_function[target=convolution](args = (%p, %w), "
+      "kwargs = {})\n"
+      "    %out : [num_users=1] f32[1, 2, 4, 4] = call_function[target=permute](args = (%conv,), "
+      "kwargs = {dims: [0, 3, 1, 2]})\n"
+      "    return (out,)\n");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_TRUE(p->graph().find("p")->meta.channels_last);
+  EXPECT_TRUE(p->graph().find("conv")->meta.channels_last);
+  EXPECT_FALSE(p->graph().find("out")->meta.channels_last);
+  EXPECT_NE(print_kir(*p).find("axis=-1), layout=nhwc] f32[1, 4, 4, 2]"), std::string::npos);
+  expect_round_trip(*p);
+
+  // The same convolution without the layout is a spec that does not follow from its inputs.
+  auto bad = parse_kir(
+      "graph():\n"
+      "    %x : f32[1, 4, 4, 3] = placeholder[target=x]\n"
+      "    %w : f32[2, 3, 1, 1] = placeholder[target=w]\n"
+      "    %conv : [num_users=1] f32[1, 4, 4, 2] = call_function[target=convolution]"
+      "(args = (%x, %w), kwargs = {})\n"
+      "    return (conv,)\n");
+  EXPECT_FALSE(bad.ok());
+
+  auto nchw = parse_kir(
+      "graph():\n"
+      "    %x : [num_users=1, layout=nchw] f32[1] = placeholder[target=x]\n"
+      "    return (x,)\n");
+  ASSERT_FALSE(nchw.ok());
+  EXPECT_NE(nchw.status().message().find("expected layout nhwc"), std::string::npos)
+      << nchw.status().message();
+}
+
 TEST(KirParser, NestedLoweredModulesRoundTrip) {
   // Lowered modules inside a lowered module print at deeper indentation and parse back there.
   auto inner = std::make_shared<ExportedProgram>();

@@ -129,6 +129,10 @@ struct NodeMeta {
   int64_t debug_handle = -1;       ///< -1: none
   bool no_copy = false;            ///< constant must not be duplicated across partitions
   HeapOptional<QuantAttrs> quant;
+  /// The value is stored channels-last (NHWC) and `val` holds the NHWC shape: set by the HTP
+  /// LayoutTransform pass; printed as `layout=nhwc`. Such a node's spec need not follow from
+  /// shape inference over its inputs (a convolution reading NHWC), so lint does not require it.
+  bool channels_last = false;
   MetaString source;               ///< where the node came from (an ONNX node name, file:line)
 };
 
