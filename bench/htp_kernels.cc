@@ -1,0 +1,169 @@
+// bench_htp_kernels [RUNS]: median and min time of the HTP kernels on model-sized shapes, at 1
+// and 2 threads: resnet18 layer1's 3x3 conv (56x56x64 -> 64) with 8- and 16-bit activations and
+// 8/16-bit weights, mobilenet_v2 depthwise and pointwise convs, a fully connected layer, add,
+// a lookup table and average pooling.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/backends/htp/kernels.h"
+
+using namespace kiln;
+using namespace kiln::htp;
+
+namespace {
+
+int g_runs = 30;
+
+void report(const std::string& name, int threads, const std::function<void()>& fn) {
+  fn();  // warm up (first-touch, oneDNN's first execution)
+  std::vector<double> ms;
+  for (int i = 0; i < g_runs; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  std::printf("%-48s threads %d  median_ms %8.3f  min_ms %8.3f\n", name.c_str(), threads,
+              ms[ms.size() / 2], ms.front());
+}
+
+template <typename T>
+std::vector<T> random_codes(size_t n, int64_t lo, int64_t hi, std::mt19937& gen) {
+  std::uniform_int_distribution<int64_t> d(lo, hi);
+  std::vector<T> v(n);
+  for (auto& x : v) x = static_cast<T>(d(gen));
+  return v;
+}
+
+void bench_conv(const char* name, Conv2dParams p, DType act, DType wdt, int64_t wlo, int64_t whi,
+                std::mt19937& gen) {
+  const int64_t act_lo = act == DType::kU8 ? 0 : 0, act_hi = act == DType::kU8 ? 255 : 65535;
+  Encoding in = make_encoding(act, 0.02f, static_cast<int32_t>((act_hi + 1) / 2));
+  Encoding out = make_encoding(act, 0.05f, static_cast<int32_t>((act_hi + 1) / 2));
+  std::vector<float> scales(static_cast<size_t>(p.out_c), 0.003f);
+  std::vector<int32_t> zps(static_cast<size_t>(p.out_c), 0);
+  Encoding w = make_per_axis_encoding(wdt, scales, zps, 3, wlo, whi);
+  const int64_t nw = p.kernel_h * p.kernel_w * (p.in_c / p.groups) * p.out_c;
+  std::vector<std::byte> wb;
+  if (wdt == DType::kI8) {
+    auto v = random_codes<int8_t>(static_cast<size_t>(nw), wlo, whi, gen);
+    auto b = std::as_bytes(std::span(v));
+    wb.assign(b.begin(), b.end());
+  } else {
+    auto v = random_codes<int16_t>(static_cast<size_t>(nw), wlo, whi, gen);
+    auto b = std::as_bytes(std::span(v));
+    wb.assign(b.begin(), b.end());
+  }
+  std::vector<int32_t> bias(static_cast<size_t>(p.out_c), 1000);
+  const size_t in_n = static_cast<size_t>(p.batch * p.in_h * p.in_w * p.in_c);
+  const size_t esize = dtype_size(act);
+  std::vector<std::byte> x(in_n * esize),
+      y(static_cast<size_t>(p.batch * p.out_h() * p.out_w() * p.out_c) * esize);
+  if (act == DType::kU8) {
+    auto v = random_codes<uint8_t>(in_n, act_lo, act_hi, gen);
+    std::memcpy(x.data(), v.data(), in_n);
+  } else {
+    auto v = random_codes<uint16_t>(in_n, act_lo, act_hi, gen);
+    std::memcpy(x.data(), v.data(), in_n * 2);
+  }
+  for (int threads : {1, 2}) {
+    // Depthwise: both kernels (auto picks one); otherwise what auto picks.
+    std::vector<ConvAlgorithm> algos = {ConvAlgorithm::kAuto};
+    if (p.groups > 1) algos = {ConvAlgorithm::kOneDnn, ConvAlgorithm::kDirect};
+    for (ConvAlgorithm algo : algos) {
+      p.threads = threads;
+      auto conv = QuantConv2d::prepare(p, in, wb, w, bias, out, algo);
+      if (!conv.ok()) {
+        std::printf("%s: %s\n", name, conv.status().message().c_str());
+        continue;
+      }
+      report(std::string(name) + " [" + std::string(algorithm_name(conv->algorithm())) + "]",
+             threads, [&] { (void)conv->run(x.data(), y.data()); });
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1) g_runs = std::max(1, std::atoi(argv[1]));
+  std::mt19937 gen(1);
+  Conv2dParams r18;
+  r18.in_h = r18.in_w = 56;
+  r18.in_c = r18.out_c = 64;
+  r18.kernel_h = r18.kernel_w = 3;
+  r18.pad_top = r18.pad_left = r18.pad_bottom = r18.pad_right = 1;
+  bench_conv("conv3x3 56x56x64->64 u8 x i8", r18, DType::kU8, DType::kI8, -127, 127, gen);
+  bench_conv("conv3x3 56x56x64->64 u8 x i4", r18, DType::kU8, DType::kI8, -8, 7, gen);
+  bench_conv("conv3x3 56x56x64->64 u16 x i8", r18, DType::kU16, DType::kI8, -127, 127, gen);
+  bench_conv("conv3x3 56x56x64->64 u16 x i16", r18, DType::kU16, DType::kI16, -32767, 32767, gen);
+  Conv2dParams dw;
+  dw.in_h = dw.in_w = 112;
+  dw.in_c = dw.out_c = dw.groups = 32;
+  dw.kernel_h = dw.kernel_w = 3;
+  dw.pad_top = dw.pad_left = dw.pad_bottom = dw.pad_right = 1;
+  bench_conv("dwconv3x3 112x112x32 u8", dw, DType::kU8, DType::kI8, -127, 127, gen);
+  Conv2dParams dw2 = dw;
+  dw2.in_h = dw2.in_w = 56;
+  dw2.in_c = dw2.out_c = dw2.groups = 144;
+  dw2.stride_h = dw2.stride_w = 2;
+  bench_conv("dwconv3x3 s2 56x56x144 u8", dw2, DType::kU8, DType::kI8, -127, 127, gen);
+  bench_conv("dwconv3x3 s2 56x56x144 u16", dw2, DType::kU16, DType::kI8, -127, 127, gen);
+  Conv2dParams pw;
+  pw.in_h = pw.in_w = 56;
+  pw.in_c = 24;
+  pw.out_c = 144;
+  bench_conv("conv1x1 56x56x24->144 u8", pw, DType::kU8, DType::kI8, -127, 127, gen);
+
+  // Fully connected 64x512 -> 1000 (a classifier head on a batch) and add / LUT / pool.
+  for (int threads : {1, 2}) {
+    FullyConnectedParams fp{64, 512, 1000, threads};
+    Encoding in = make_encoding(DType::kU8, 0.02f, 128), out = make_encoding(DType::kU8, 0.1f, 128);
+    Encoding w = make_encoding(DType::kI8, 0.003f, 0);
+    auto wv = random_codes<int8_t>(512 * 1000, -127, 127, gen);
+    auto x = random_codes<uint8_t>(64 * 512, 0, 255, gen);
+    std::vector<uint8_t> y(64 * 1000);
+    auto fc = QuantFullyConnected::prepare(fp, in, std::as_bytes(std::span(wv)), w, {}, out);
+    if (fc.ok())
+      report("fully_connected 64x512 -> 1000 u8", threads,
+             [&] { (void)fc->run(x.data(), y.data()); });
+
+    std::vector<int64_t> shape = {1, 56, 56, 64};
+    auto a = random_codes<uint8_t>(56 * 56 * 64, 0, 255, gen), b = a;
+    std::vector<uint8_t> s(a.size());
+    auto add = QuantBinary::prepare(BinaryOp::kAdd, shape, in, shape, out, out, threads);
+    if (add.ok())
+      report("add 56x56x64 u8", threads, [&] { (void)add->run(a.data(), b.data(), s.data()); });
+    Encoding in16 = make_encoding(DType::kU16, 0.001f, 30000);
+    auto a16 = random_codes<uint16_t>(56 * 56 * 64, 0, 65535, gen), b16 = a16;
+    std::vector<uint16_t> s16(a16.size());
+    auto add16 = QuantBinary::prepare(BinaryOp::kAdd, shape, in16, shape, in16, in16, threads);
+    if (add16.ok())
+      report("add 56x56x64 u16", threads,
+             [&] { (void)add16->run(a16.data(), b16.data(), s16.data()); });
+    auto lut = Lut::prepare(in, out, unary_function(UnaryFunction::kSigmoid), threads);
+    if (lut.ok())
+      report("lut sigmoid 56x56x64 u8", threads,
+             [&] { (void)lut->run(a.data(), s.data(), static_cast<int64_t>(a.size())); });
+    Pool2dParams pp;
+    pp.in_h = pp.in_w = 56;
+    pp.channels = 64;
+    pp.kernel_h = pp.kernel_w = 3;
+    pp.stride_h = pp.stride_w = 2;
+    pp.pad_top = pp.pad_left = pp.pad_bottom = pp.pad_right = 1;
+    pp.threads = threads;
+    auto mp = QuantPool2d::prepare(PoolKind::kMax, pp, in, in);
+    if (mp.ok())
+      report("max_pool 3x3 s2 56x56x64 u8", threads, [&] { (void)mp->run(a.data(), s.data()); });
+  }
+  return 0;
+}
