@@ -416,6 +416,50 @@ class QuantFullyConnected {
 };
 
 // ---------------------------------------------------------------------------------------------
+// MatMul of two activations
+
+/// Shapes of a batched matmul: a [..., M, K] (transpose_a: [..., K, M]) times b [..., K, N]
+/// (transpose_b: [..., N, K]); the batch dimensions broadcast (NumPy), both ranks >= 2.
+struct MatMulParams {
+  std::vector<int64_t> a_shape, b_shape;
+  bool transpose_a = false, transpose_b = false;
+  int threads = 1;
+};
+
+struct MatMulEngine;
+
+/// A prepared quantized matmul of two activations (attention's QK^T and PV):
+/// acc[m, n] = sum_k (a[m, k] - zp_a) * (b[k, n] - zp_b), out = requantize_output(acc,
+/// qm(s_a * s_b / s_out), zp_out, qmin, qmax). Per-tensor encodings, 8- or 16-bit inputs.
+///
+/// kOneDnn: a is made unsigned and split into 8-bit planes as in QuantConv2d; b (unsigned,
+/// b_u) into base-B digits shifted to signed, b_u = sum_q B^q d_q + c_b; each (plane, digit)
+/// product is a oneDNN u8s8s32 matmul, and the zero points enter through the row sums of a and
+/// the column sums of the digits: acc = sum a_u D - z~ sum_k a_u - zu_a sum_k D + K zu_a z~, with
+/// D = sum_q B^q d_q and z~ = zu_b - c_b (exact; prepare checks 255 * B/2 * K < 2^31).
+class QuantMatMul {
+ public:
+  /// Checks shapes and encodings and creates the oneDNN primitive.
+  static Result<QuantMatMul> prepare(const MatMulParams& p, const Encoding& a, const Encoding& b,
+                                     const Encoding& out,
+                                     ConvAlgorithm algorithm = ConvAlgorithm::kAuto);
+  QuantMatMul();
+  QuantMatMul(QuantMatMul&&) noexcept;
+  QuantMatMul& operator=(QuantMatMul&&) noexcept;
+  ~QuantMatMul();
+
+  /// a, b codes -> out codes (output_shape()); buffers are the caller's.
+  Status run(const void* a, const void* b, void* out);
+  /// [broadcast batch..., M, N].
+  const std::vector<int64_t>& output_shape() const;
+  /// The algorithm prepare chose.
+  ConvAlgorithm algorithm() const;
+
+ private:
+  std::unique_ptr<MatMulEngine> engine_;
+};
+
+// ---------------------------------------------------------------------------------------------
 // fp16
 
 /// IEEE half (bits) -> float, exact.
