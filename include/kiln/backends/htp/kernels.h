@@ -460,6 +460,56 @@ class QuantMatMul {
 };
 
 // ---------------------------------------------------------------------------------------------
+// Ops computed in float between a dequantize and a quantize
+//
+// HTP runs these through its own fixed-point approximations, which are not public; kiln computes
+// them exactly in double from the dequantized codes and quantizes the result with
+// quantize_value (so they are within half a step of the true result, plus the f32 rounding).
+
+/// Quantized softmax along one axis: with x_i = s_in * (q_i - q_max) (q_max the row's largest
+/// code), y_i = exp(beta * x_i) / sum_j exp(beta * x_j) in double, out = quantize_value(float(y)).
+/// The exponentials come from a table over code differences built at prepare.
+class QuantSoftmax {
+ public:
+  /// `axis` may be negative. Per-tensor 8- or 16-bit input.
+  static Result<QuantSoftmax> prepare(std::span<const int64_t> shape, int64_t axis,
+                                      const Encoding& in, const Encoding& out, float beta = 1.0f,
+                                      int threads = 1);
+  /// in -> out, both `shape` elements.
+  Status run(const void* in, void* out) const;
+
+ private:
+  int64_t outer_ = 1, count_ = 1, inner_ = 1;
+  Encoding in_, out_;
+  std::vector<double> exp_;  // exp(beta * s_in * -d) for code difference d
+  int threads_ = 1;
+};
+
+/// Quantized layer norm over the trailing dimensions from `axis`: with x = s_in * (q - zp_in)
+/// and per row mean and population variance (double),
+///   y = (x - mean) / sqrt(var + epsilon) * gamma + beta,   out = quantize_value(float(y));
+/// rms: y = x / sqrt(mean(x^2) + epsilon) * gamma + beta (RMSNorm). gamma and beta hold one value
+/// per normalized element (the product of the trailing dimensions) or are empty (1 and 0).
+class QuantLayerNorm {
+ public:
+  /// Copies gamma and beta.
+  static Result<QuantLayerNorm> prepare(std::span<const int64_t> shape, int64_t axis,
+                                        std::span<const float> gamma, std::span<const float> beta,
+                                        float epsilon, const Encoding& in, const Encoding& out,
+                                        bool rms = false, int threads = 1);
+  /// in -> out, both `shape` elements.
+  Status run(const void* in, void* out) const;
+
+ private:
+  int64_t rows_ = 1, size_ = 1;
+  std::vector<float> gamma_, beta_;
+  double epsilon_ = 1e-5;
+  bool rms_ = false;
+  Encoding in_, out_;
+  int threads_ = 1;
+};
+
+// ---------------------------------------------------------------------------------------------
 // fp16
 
 /// IEEE half (bits) -> float, exact.
