@@ -124,6 +124,24 @@ int main(int argc, char** argv) {
   pw.out_c = 144;
   bench_conv("conv1x1 56x56x24->144 u8", pw, DType::kU8, DType::kI8, -127, 127, gen);
 
+  // fp16 precision: the float conv through oneDNN f32 plus rounding every output to half.
+  for (int threads : {1, 2}) {
+    Conv2dParams p = r18;
+    p.threads = threads;
+    std::uniform_real_distribution<float> d(-1, 1);
+    std::vector<float> w(9 * 64 * 64), x(56 * 56 * 64), y(56 * 56 * 64);
+    for (auto& v : w) v = d(gen);
+    for (auto& v : x) v = d(gen);
+    round_to_half(x.data(), x.size());
+    for (bool fp16 : {false, true}) {
+      auto conv = FloatConv2d::prepare(p, w, {}, fp16);
+      if (conv.ok()) {
+        report(fp16 ? "conv3x3 56x56x64->64 fp16" : "conv3x3 56x56x64->64 f32", threads,
+               [&] { (void)conv->run(x.data(), y.data()); });
+      }
+    }
+  }
+
   // Fully connected 64x512 -> 1000 (a classifier head on a batch) and add / LUT / pool.
   for (int threads : {1, 2}) {
     FullyConnectedParams fp{64, 512, 1000, threads};

@@ -521,4 +521,45 @@ uint16_t float_to_half(float f);
 /// F16C vcvtps2ph when the CPU has it.
 void round_to_half(float* data, size_t n);
 
+struct FloatConvState;
+
+/// A prepared float NHWC conv2d (HWIO weights, groups and depthwise as QuantConv2d) through
+/// oneDNN's f32 convolution: zero padding, accumulation in f32 in oneDNN's order. With `fp16`
+/// (HTP's fp16 precision) the weights and bias are rounded to half at prepare and every output
+/// to half after the op; inputs are taken as given (the previous op already rounded them).
+class FloatConv2d {
+ public:
+  /// `weights` holds KH*KW*(Cin/groups)*Cout floats (HWIO), `bias` is empty or Cout floats;
+  /// both are copied (packed).
+  static Result<FloatConv2d> prepare(const Conv2dParams& p, std::span<const float> weights,
+                                     std::span<const float> bias, bool fp16);
+  FloatConv2d();
+  FloatConv2d(FloatConv2d&&) noexcept;
+  FloatConv2d& operator=(FloatConv2d&&) noexcept;
+  ~FloatConv2d();
+
+  /// NHWC f32 in -> NHWC f32 out ([batch, out_h, out_w, out_c]); buffers are the caller's.
+  Status run(const float* input, float* output);
+  /// [batch, out_h, out_w, out_c].
+  std::array<int64_t, 4> output_shape() const;
+
+ private:
+  std::unique_ptr<FloatConvState> state_;
+};
+
+/// A float NHWC pooling with the window rules of QuantPool2d (padding never wins a max; the
+/// average divides a double sum by the same count). With `fp16` outputs are rounded to half.
+class FloatPool2d {
+ public:
+  /// Checks the geometry.
+  static Result<FloatPool2d> prepare(PoolKind kind, const Pool2dParams& p, bool fp16);
+  /// NHWC in -> NHWC out; buffers are the caller's. A window with no input element gives 0.
+  Status run(const float* in, float* out) const;
+
+ private:
+  PoolKind kind_ = PoolKind::kMax;
+  Pool2dParams p_;
+  bool fp16_ = false;
+};
+
 }  // namespace kiln::htp

@@ -45,14 +45,7 @@ std::string_view algorithm_name(ConvAlgorithm a) {
   return "?";
 }
 
-namespace {
-
-const dnnl::engine& cpu_engine() {
-  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
-Status check_geometry(const char* op, const Conv2dParams& p) {
+Status detail::check_conv_geometry(const char* op, const Conv2dParams& p) {
   const std::pair<const char*, int64_t> positive[] = {{"batch", p.batch},
                                                       {"in_h", p.in_h},
                                                       {"in_w", p.in_w},
@@ -102,6 +95,8 @@ Status check_geometry(const char* op, const Conv2dParams& p) {
   return Status::Ok();
 }
 
+namespace {
+
 // Balanced base-`base` digits of every value: digits[q][i], as few as represent all values.
 std::vector<std::vector<int8_t>> signed_digits(const std::vector<int32_t>& values, int64_t base) {
   std::vector<std::vector<int8_t>> digits;
@@ -127,7 +122,7 @@ std::vector<std::vector<int8_t>> signed_digits(const std::vector<int32_t>& value
 Status ConvEngine::prepare(const Encoding& input, std::span<const std::byte> weights,
                            const Encoding& weight, std::span<const int32_t> bias_values,
                            const Encoding& output, ConvAlgorithm requested) {
-  KILN_RETURN_IF_ERROR(check_geometry(op, p));
+  KILN_RETURN_IF_ERROR(detail::check_conv_geometry(op, p));
   oh = p.out_h();
   ow = p.out_w();
   cig = p.in_c / p.groups;
@@ -292,7 +287,7 @@ Status ConvEngine::prepare_onednn() {
   const int64_t pn = planes * p.batch;
   try {
     detail::OmpThreadsScope threads(p.threads);
-    state->engine = cpu_engine();
+    state->engine = detail::cpu_engine();
     state->stream = dnnl::stream(state->engine);
     dnnl::memory::desc user_w;
     dnnl::memory::desc packed_w;

@@ -9,6 +9,11 @@
 
 namespace kiln::htp {
 
+namespace detail {
+/// The process's oneDNN CPU engine.
+const dnnl::engine& cpu_engine();
+}  // namespace detail
+
 /// oneDNN state of a prepared conv / inner product: one primitive, one packed weights memory per
 /// signed digit of the weights.
 struct DnnlState {

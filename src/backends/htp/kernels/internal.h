@@ -49,6 +49,12 @@ int64_t max_abs_centered(const Encoding& enc, size_t i = 0);
 /// Checks an encoding is per tensor (after validate_encoding).
 Status require_per_tensor(const Encoding& enc, std::string_view what);
 
+/// Checks a conv geometry (positive sizes, groups divide the channels, the kernel fits,
+/// element counts below 2^48); `op` prefixes the message.
+Status check_conv_geometry(const char* op, const Conv2dParams& p);
+/// Checks a pooling geometry likewise.
+Status check_pool_geometry(const char* op, const Pool2dParams& p);
+
 /// Checked product of dims (each >= 0), or an error naming `what`.
 Result<int64_t> checked_numel(std::span<const int64_t> shape, std::string_view what);
 

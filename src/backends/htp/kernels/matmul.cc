@@ -3,7 +3,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <type_traits>
 
-#include "internal.h"
+#include "conv_engine.h"
 
 namespace kiln::htp {
 
@@ -43,15 +43,6 @@ struct MatMulEngine {
   template <typename A, typename B>
   void direct(const A* x, const B* y, int64_t b0, void* po);
 };
-
-namespace {
-
-const dnnl::engine& cpu_engine() {
-  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
-}  // namespace
 
 Status MatMulEngine::prepare(ConvAlgorithm requested) {
   const char* op = "matmul";
@@ -150,7 +141,7 @@ Status MatMulEngine::prepare(ConvAlgorithm requested) {
   using tag = dnnl::memory::format_tag;
   try {
     detail::OmpThreadsScope threads(p.threads);
-    engine = cpu_engine();
+    engine = detail::cpu_engine();
     stream = dnnl::stream(engine);
     src_md = dnnl::memory::desc({planes * m, k}, dt::u8, tag::ab);
     w_md = dnnl::memory::desc({k, n}, dt::s8, tag::ab);

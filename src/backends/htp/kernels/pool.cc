@@ -30,10 +30,7 @@ int64_t Pool2dParams::out_w() const {
   return pool_out(in_w, kernel_w, stride_w, pad_left, pad_right, ceil_mode);
 }
 
-Result<QuantPool2d> QuantPool2d::prepare(PoolKind kind, const Pool2dParams& p, const Encoding& in,
-                                         const Encoding& out) {
-  const char* op = kind == PoolKind::kMax ? "max_pool2d" : "avg_pool2d";
-  const std::string name = op;
+Status detail::check_pool_geometry(const char* op, const Pool2dParams& p) {
   const std::pair<const char*, int64_t> positive[] = {
       {"batch", p.batch},       {"in_h", p.in_h},         {"in_w", p.in_w},
       {"channels", p.channels}, {"kernel_h", p.kernel_h}, {"kernel_w", p.kernel_w},
@@ -64,6 +61,14 @@ Result<QuantPool2d> QuantPool2d::prepare(PoolKind kind, const Pool2dParams& p, c
     if (!n.ok()) return n.status();
   }
   if (p.threads < 1) return invalid_argument("{}: threads is {}, expected >= 1", op, p.threads);
+  return Status::Ok();
+}
+
+Result<QuantPool2d> QuantPool2d::prepare(PoolKind kind, const Pool2dParams& p, const Encoding& in,
+                                         const Encoding& out) {
+  const char* op = kind == PoolKind::kMax ? "max_pool2d" : "avg_pool2d";
+  const std::string name = op;
+  KILN_RETURN_IF_ERROR(detail::check_pool_geometry(op, p));
   KILN_RETURN_IF_ERROR(validate_encoding(in, name + ": input"));
   KILN_RETURN_IF_ERROR(validate_encoding(out, name + ": output"));
   KILN_RETURN_IF_ERROR(detail::require_per_tensor(in, name + ": input"));

@@ -12,7 +12,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <thread>
 
-#include "internal.h"
+#include "conv_engine.h"
 
 namespace kiln::htp::detail {
 
@@ -101,6 +101,11 @@ bool has_avx512() {
   static const bool v = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
                         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
   return v;
+}
+
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
 }
 
 bool dnnl_has_vnni() {
