@@ -224,7 +224,7 @@ Proposal propose_partitions(const ExportedProgram& program, const OperatorSuppor
     cluster_edges.emplace_back(o, m);
     unit[unit_find(m)] = unit_find(o);
   };
-  for (uint32_t i = 0; i < n_nodes; ++i) {
+  for (uint32_t i = 0; i < n_nodes && options.quantized_clusters; ++i) {
     if (kind[i] == kQuant) {
       // A quantize joins the cluster of the op it reads (its only tensor input).
       uint32_t p = pos_of[order[i]->input(0)->id()];

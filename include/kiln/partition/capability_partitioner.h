@@ -52,6 +52,10 @@ struct CapabilityOptions {
   size_t max_partitions = 0;
   /// Tags are "<tag_prefix>_<k>"; empty: the backend id (CapabilityPartitioner) or "tag".
   std::string tag_prefix;
+  /// Step 2 on: an op and its q/dq nodes are partitioned whole or not at all. Off for a backend
+  /// that takes codes at its partition boundaries (HTP reads a dequantize of an input as a
+  /// quantized input, and a quantize output as a quantized output).
+  bool quantized_clusters = true;
   /// Upper bound on input entries one cycle check may scan before it refuses the merge.
   size_t search_budget = size_t{1} << 16;
   /// Receives the partitioner's own reasons (cluster exclusion, partition too small, beyond
