@@ -1,15 +1,19 @@
 #include "backends.h"
 
 #include "kiln/backends/demo/demo_backend.h"
+#include "kiln/backends/htp/htp_backend.h"
+#include "kiln/backends/htp/htp_runtime.h"
 
 namespace kiln::tool {
 
 Status register_backends(BackendRegistry& registry) {
-  return demo::register_demo_backend(registry);
+  KILN_RETURN_IF_ERROR(demo::register_demo_backend(registry));
+  return htp::register_htp_backend(registry);
 }
 
-Status register_runtime_backends(runtime::BackendRegistry& registry) {
-  return registry.add(demo::make_demo_runtime_backend());
+Status register_runtime_backends(runtime::BackendRegistry& registry, htp::RuntimeHooks hooks) {
+  KILN_RETURN_IF_ERROR(registry.add(demo::make_demo_runtime_backend()));
+  return registry.add(htp::make_htp_runtime_backend(std::move(hooks)));
 }
 
 Result<OperatorSupportPtr> support_for(const std::string& backend_id,
@@ -18,6 +22,10 @@ Result<OperatorSupportPtr> support_for(const std::string& backend_id,
     auto support = demo::demo_operator_support(specs);
     if (!support.ok()) return support.status().with_context("--ops");
     return support;
+  }
+  if (backend_id == htp::kBackendId) {
+    KILN_ASSIGN_OR_RETURN(htp::Options options, htp::options_from_specs(specs));
+    return htp::htp_operator_support(options);
   }
   return unsupported("backend '{}' has no operator support check", backend_id);
 }

@@ -9,6 +9,9 @@
 #include "backends.h"
 #include "commands.h"
 #include "kiln/backends/demo/demo_backend.h"
+#include "kiln/backends/htp/htp_backend.h"
+#include "kiln/quant/quantizer.h"
+#include "kiln/quant/report.h"
 #include "kiln/core/memory.h"
 #include "kiln/lower/to_backend.h"
 #include "kiln/partition/capability_partitioner.h"
@@ -24,6 +27,53 @@ void add_compile_options(CLI::App& cmd, CompileArgs& args) {
                  "Range a symbolic dim is planned for, NAME=MIN..MAX (repeatable), e.g. batch=1..8");
   cmd.add_option("--segment-alignment", args.segment_alignment,
                  "Alignment of the file's segments in bytes (a power of two >= 8; default 4096)");
+  cmd.add_option("--quant", args.quant, "Quantize first with this configuration (8a8w, 16a8w, 16a4w, 16a16w)");
+  cmd.add_option("--calib", args.calib, "Calibration inputs for --quant (.npz file or folder)");
+  cmd.add_option("--observer", args.observer, "--quant's observer: minmax, moving-average or histogram");
+  auto* htp = "HTP backend";
+  cmd.add_option("--soc", args.soc, "HTP: the SoC to compile for (default SM8650)")->group(htp);
+  cmd.add_option("--precision", args.precision, "HTP: quantized (default) or fp16")->group(htp);
+  cmd.add_option("--performance-mode", args.performance_mode, "HTP: burst (default), high, balanced, power-saver, ...")
+      ->group(htp);
+  cmd.add_option("--profile-level", args.profile, "HTP: off, basic, detailed or optrace (recorded by kiln run --profile)")
+      ->group(htp);
+  cmd.add_flag("--online-prepare", args.online_prepare, "HTP: ship the op graph, prepare the context at load")->group(htp);
+  cmd.add_flag("--dump-intermediate-outputs", args.dump_intermediate_outputs,
+               "HTP: every op's output can be dumped (kiln run --dump DIR)")->group(htp);
+  cmd.add_flag("--no-fold-relu", args.no_fold_relu, "HTP: keep relus as ops (use_fold_relu off)")->group(htp);
+  cmd.add_flag("--shared-buffer", args.shared_buffer, "HTP: execute on the caller's I/O buffers")->group(htp);
+  cmd.add_flag("--saver", args.saver, "HTP: record the graph as JSON (QNN saver) instead of compiling")->group(htp);
+}
+
+Result<std::vector<CompileSpec>> htp_compile_specs(const CompileArgs& args, const std::string& graph_name,
+                                                   std::ostream& log) {
+  KILN_ASSIGN_OR_RETURN(htp::QcomChipset soc, htp::chipset_from_name(args.soc));
+  KILN_ASSIGN_OR_RETURN(htp::HtpPrecision precision, htp::precision_from_name(args.precision));
+  htp::BackendOptions backend = htp::generate_htp_compiler_spec(precision == htp::HtpPrecision::kFp16);
+  KILN_ASSIGN_OR_RETURN(backend.htp_options.performance_mode, htp::performance_mode_from_name(args.performance_mode));
+  backend.htp_options.use_fold_relu = !args.no_fold_relu;
+  htp::CompilerSpecArgs spec_args;
+  spec_args.online_prepare = args.online_prepare;
+  spec_args.dump_intermediate_outputs = args.dump_intermediate_outputs;
+  spec_args.shared_buffer = args.shared_buffer;
+  spec_args.saver = args.saver;
+  spec_args.graph_name = graph_name;
+  htp::ProfileLevel level = htp::ProfileLevel::kOff;
+  if (!args.profile.empty()) {
+    KILN_ASSIGN_OR_RETURN(level, htp::profile_level_from_name(args.profile));
+  }
+  spec_args.optrace = level == htp::ProfileLevel::kOptrace;
+  spec_args.profile = level == htp::ProfileLevel::kDetailed;
+  std::vector<std::string> warnings;
+  KILN_ASSIGN_OR_RETURN(auto specs, htp::generate_qnn_executorch_compiler_spec(soc, backend, spec_args, &warnings));
+  for (const std::string& w : warnings) log << "kiln: warning: " << w << '\n';
+  if (level == htp::ProfileLevel::kBasic) {
+    // The seed's generator has no switch for basic: set it in the options it made.
+    KILN_ASSIGN_OR_RETURN(htp::Options options, htp::flatbuffer_to_option(specs[0].value));
+    options.profile_level = level;
+    specs[0].value = htp::option_to_flatbuffer(options);
+  }
+  return htp::to_compile_specs<CompileSpec>(specs);
 }
 
 namespace {
@@ -37,6 +87,11 @@ Status lower_method(CompiledMethod& cm, const CompileArgs& args,
   for (const std::string& backend : args.backends) {
     if (auto b = registry.get(backend); !b.ok()) return b.status().with_context("--backend");
     std::vector<CompileSpec> specs;
+    if (backend == htp::kBackendId) {
+      auto htp_specs = htp_compile_specs(args, cm.name, log);
+      if (!htp_specs.ok()) return htp_specs.status().with_context("--backend htp");
+      specs = std::move(htp_specs).value();
+    }
     if (backend == demo::kBackendId) {
       if (!args.ops.empty()) specs.push_back(make_compile_spec(std::string(demo::kOpsSpecKey), args.ops));
       std::string dims;
@@ -47,6 +102,7 @@ Status lower_method(CompiledMethod& cm, const CompileArgs& args,
     if (cm.reporter == nullptr) cm.reporter = std::make_shared<WhyNoPartitionReporter>();
     CapabilityOptions options;
     options.reporter = cm.reporter;
+    options.quantized_clusters = backend != htp::kBackendId;
     CapabilityPartitioner partitioner(
         backend, specs, wrap_check(support, cm.reporter), options,
         [&log](std::string_view line) { log << "kiln: warning: " << line << '\n'; });
@@ -54,6 +110,54 @@ Status lower_method(CompiledMethod& cm, const CompileArgs& args,
     if (!report.ok()) return report.status().with_context(fmt::format("{} (method '{}')", cm.model, cm.name));
     cm.partitions += report->partitions;
     cm.nodes_delegated += report->nodes_delegated;
+  }
+  return Status::Ok();
+}
+
+// Post-training quantization of one method before it is partitioned, with the accuracy table on
+// the calibration samples (the quantized program against the float one).
+Status quantize_method(CompiledMethod& cm, const CompileArgs& args, const std::vector<quant::Sample>& samples,
+                       std::ostream& log) {
+  std::optional<quant::ObserverKind> observer;
+  if (!args.observer.empty()) {
+    observer = quant::observer_from_name(args.observer);
+    if (!observer) return invalid_argument("--observer '{}': expected minmax, moving-average or histogram", args.observer);
+  }
+  quant::QuantizeOptions options;
+  KILN_ASSIGN_OR_RETURN(options.config, quant::make_config(args.quant, false, observer, false));
+  KILN_RETURN_IF_ERROR(quant::check_samples(cm.program, samples).with_context("--calib"));
+  KILN_ASSIGN_OR_RETURN(auto prepared, quant::prepare(cm.program, options));
+  KILN_RETURN_IF_ERROR(quant::calibrate(*prepared, samples, 1));
+  KILN_ASSIGN_OR_RETURN(ExportedProgram quantized, quant::convert(*prepared));
+  KILN_ASSIGN_OR_RETURN(auto report, quant::measure_accuracy(*prepared, quantized, samples, 1));
+  log << fmt::format("method '{}': quantized {} on {} calibration samples\n", cm.name, args.quant, samples.size())
+      << quant::format_report(report);
+  cm.program = std::move(quantized);
+  return Status::Ok();
+}
+
+// HTP graphs are static: a symbol given one value (--dim batch=1) becomes that value in the
+// user inputs' specs, and every node's spec is inferred again.
+Status bind_fixed_dims(CompiledMethod& cm, const std::map<std::string, DimRange, std::less<>>& dims) {
+  bool changed = false;
+  Graph& graph = cm.program.graph();
+  for (Node* n : cm.program.user_inputs()) {
+    if (!n->has_spec()) continue;
+    TensorSpec spec = n->spec();
+    for (Dim& d : spec.shape) {
+      if (d.is_static()) continue;
+      auto it = dims.find(d.symbol_name());
+      if (it == dims.end() || it->second.min != it->second.max) continue;
+      d = Dim(it->second.min);
+      changed = true;
+    }
+    n->meta.val = SpecList{spec};
+  }
+  if (!changed) return Status::Ok();
+  for (Node* n : graph.nodes()) {
+    if (n->op() != OpKind::kCallFunction) continue;
+    Status s = graph.infer(n);
+    if (!s.ok()) return s.with_context(fmt::format("method '{}': binding --dim", cm.name));
   }
   return Status::Ok();
 }
@@ -129,8 +233,17 @@ Result<Compiled> compile_programs(std::vector<std::unique_ptr<CompiledMethod>> m
   KILN_RETURN_IF_ERROR(register_backends(registry));
   Compiled out;
   std::vector<MethodToSerialize> to_write;
+  std::vector<quant::Sample> samples;
+  if (!args.quant.empty()) {
+    if (args.calib.empty()) return invalid_argument("--quant {} needs calibration inputs: --calib DATA", args.quant);
+    KILN_ASSIGN_OR_RETURN(samples, quant::read_samples(args.calib));
+  }
   for (auto& cm : methods) {
     KILN_RETURN_IF_ERROR(check_input_dims(*cm, options));
+    if (std::find(args.backends.begin(), args.backends.end(), htp::kBackendId) != args.backends.end()) {
+      KILN_RETURN_IF_ERROR(bind_fixed_dims(*cm, options.dims));
+    }
+    if (!args.quant.empty()) KILN_RETURN_IF_ERROR(quantize_method(*cm, args, samples, log));
     KILN_RETURN_IF_ERROR(lower_method(*cm, args, dim_texts, registry, log));
     if (!args.backends.empty()) {
       log << fmt::format("method '{}' ({}): {} partition(s), {} of {} calls delegated to {}\n",

@@ -23,6 +23,20 @@ struct CompileArgs {
   std::vector<std::string> dims;      ///< "batch=1..8" (repeatable, or comma separated)
   size_t segment_alignment = 4096;
   bool report = false;                ///< print the WhyNoPartition table
+  // Quantization before partitioning (kiln quantize's options).
+  std::string quant;                  ///< "8a8w", "16a8w", ... (empty: the model as given)
+  std::string calib;                  ///< calibration .npz file or folder
+  std::string observer;               ///< observer override
+  // The HTP backend's compile spec (generate_qnn_executorch_compiler_spec).
+  std::string soc = "SM8650";
+  std::string precision = "quantized";  ///< quantized or fp16
+  std::string performance_mode = "burst";
+  std::string profile;                ///< off, basic, detailed, optrace
+  bool online_prepare = false;
+  bool dump_intermediate_outputs = false;
+  bool no_fold_relu = false;
+  bool shared_buffer = false;
+  bool saver = false;
 };
 
 /// One method as compiled: the lowered program the image views (keep it alive with the image).
@@ -41,6 +55,11 @@ struct Compiled {
 
 /// Adds the compile options (--backend, --ops, --dim, --segment-alignment) to `cmd`.
 void add_compile_options(CLI::App& cmd, CompileArgs& args);
+
+/// The HTP compile spec (qnn_compile_spec) the options ask for, graph `graph_name`; the
+/// generator's warnings go to `log`.
+Result<std::vector<CompileSpec>> htp_compile_specs(const CompileArgs& args, const std::string& graph_name,
+                                                   std::ostream& log);
 
 /// Compiles each (method name, model path) into one program image; progress on `log`.
 Result<Compiled> compile_models(const std::vector<std::pair<std::string, std::string>>& methods,
