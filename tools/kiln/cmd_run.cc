@@ -18,6 +18,7 @@
 #include "kiln/backends/demo/demo_backend.h"
 #include "kiln/backends/portable/interpreter.h"
 #include "kiln/backends/portable/kernels.h"
+#include "kiln/core/file.h"
 #include "kiln/core/memory.h"
 #include "kiln/core/npy.h"
 
@@ -36,7 +37,15 @@ struct RunArgs {
   std::string method = "forward";
   bool interpreter = false;
   bool verify = false;
+  std::string profile_file;  // HTP delegates' profiles as a Chrome trace
+  std::string dump_dir;      // HTP delegates' intermediate outputs as .npy
   CompileArgs compile;
+};
+
+// What HTP delegates recorded during the runs (their options asked for it).
+struct Recorded {
+  std::vector<htp::GraphProfile> profiles;
+  std::vector<std::pair<std::string, Tensor>> dumps;
 };
 
 // A declared input, from a program file or the IR: enough to check names and make random feeds.
@@ -50,6 +59,7 @@ struct Engine {
   std::vector<std::string> input_names, output_names;
   std::vector<InputDecl> inputs;
   std::function<Result<std::vector<Tensor>>(std::span<const Tensor>)> run;
+  std::shared_ptr<Recorded> recorded = std::make_shared<Recorded>();
   std::function<std::string()> memory;  // the activation-memory line after a run
   std::string name;                     // "runtime" or "interpreter"
   std::shared_ptr<void> keep;           // owns what `run` uses
@@ -195,7 +205,11 @@ Result<Engine> runtime_engine(const RunArgs& args, const GivenInputs& given, boo
     KILN_ASSIGN_OR_RETURN(program, load_image(compiled.image));
   }
   auto backends = std::make_shared<runtime::BackendRegistry>();
-  KILN_RETURN_IF_ERROR(register_runtime_backends(*backends));
+  auto recorded = std::make_shared<Recorded>();
+  htp::RuntimeHooks hooks;
+  hooks.on_profile = [recorded](const htp::GraphProfile& p) { recorded->profiles.push_back(p); };
+  hooks.on_dump = [recorded](const std::string& name, const Tensor& t) { recorded->dumps.emplace_back(name, t); };
+  KILN_RETURN_IF_ERROR(register_runtime_backends(*backends, std::move(hooks)));
   runtime::MethodOptions options;
   options.num_threads = std::max(1, args.threads);
   auto method = program->load_method(args.method, *backends, options);
@@ -210,6 +224,7 @@ Result<Engine> runtime_engine(const RunArgs& args, const GivenInputs& given, boo
   runtime::Method* m = state->method.get();
   Engine e;
   e.name = "runtime";
+  e.recorded = recorded;
   e.input_names = m->input_names();
   e.output_names = m->output_names();
   for (const runtime::TensorMeta& meta : m->input_meta()) {
@@ -244,6 +259,47 @@ std::string summarize(const Tensor& t) {
                      sum / static_cast<double>(t.numel()), fmt::join(first, ", "));
 }
 
+// The HTP profiles as a Chrome trace (chrome://tracing, Perfetto), and a summary: each graph's
+// time and its slowest ops.
+Status write_profile(const std::string& path, const Recorded& r) {
+  if (r.profiles.empty()) {
+    return invalid_argument("--profile {}: no HTP delegate recorded a profile; compile with --backend htp "
+                            "--profile-level basic, detailed or optrace", path);
+  }
+  std::string trace = htp::profile_to_chrome_trace(r.profiles);
+  KILN_RETURN_IF_ERROR(write_file_atomic(path, trace));
+  for (const htp::GraphProfile& p : r.profiles) {
+    std::cout << fmt::format("profile: HTP graph '{}' {:.3f} ms ({}, {} ops timed)\n", p.graph, p.total_ns / 1e6,
+                             htp::to_string(p.level), p.ops.size());
+    std::vector<const htp::OpTime*> ops;
+    for (const htp::OpTime& op : p.ops) ops.push_back(&op);
+    std::sort(ops.begin(), ops.end(), [](auto* a, auto* b) { return a->duration_ns > b->duration_ns; });
+    for (size_t i = 0; i < std::min<size_t>(ops.size(), 5); ++i) {
+      std::cout << fmt::format("  {:8.3f} ms  {:<16} {}\n", ops[i]->duration_ns / 1e6, ops[i]->type, ops[i]->name);
+    }
+  }
+  std::cout << fmt::format("wrote {} (Chrome trace)\n", path);
+  return Status::Ok();
+}
+
+// Every dumped op output, dequantized, as DIR/<graph>__<tensor>.npy.
+Status write_dumps(const std::string& dir, const Recorded& r) {
+  if (r.dumps.empty()) {
+    return invalid_argument("--dump {}: no HTP delegate dumped its outputs; compile with --backend htp "
+                            "--dump-intermediate-outputs", dir);
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return io_error("cannot create '{}': {}", dir, ec.message());
+  for (const auto& [name, t] : r.dumps) {
+    std::string flat = name;
+    std::replace(flat.begin(), flat.end(), '/', '.');
+    KILN_RETURN_IF_ERROR(npy::write_npy((std::filesystem::path(dir) / npy::npy_file_name(flat)).string(), t));
+  }
+  std::cout << fmt::format("dumped {} intermediate output(s) to {}\n", r.dumps.size(), dir);
+  return Status::Ok();
+}
+
 Status run_command(const RunArgs& args) {
   KILN_ASSIGN_OR_RETURN(GivenInputs given, read_given_inputs(args));
   KILN_ASSIGN_OR_RETURN(Engine engine, make_engine(args, given, true));
@@ -269,6 +325,8 @@ Status run_command(const RunArgs& args) {
     }
   }
   std::cout << engine.memory() << '\n';
+  if (!args.profile_file.empty()) KILN_RETURN_IF_ERROR(write_profile(args.profile_file, *engine.recorded));
+  if (!args.dump_dir.empty()) KILN_RETURN_IF_ERROR(write_dumps(args.dump_dir, *engine.recorded));
   return Status::Ok();
 }
 
@@ -326,6 +384,11 @@ void register_run(CLI::App& app) {
     auto args = std::make_shared<RunArgs>();
     add_model_options(sub, *args);
     sub.add_option("--output-dir", args->output_dir, "write each output as DIR/<name>.npy");
+    sub.add_option("--profile", args->profile_file,
+                   "write the HTP delegates' profiles as a Chrome trace (compile with --profile-level)");
+    sub.add_option("--dump", args->dump_dir,
+                   "write every HTP op output, dequantized, as DIR/<graph>.<tensor>.npy (compile with "
+                   "--dump-intermediate-outputs)");
     return [args]() { return run_command(*args); };
   });
 }

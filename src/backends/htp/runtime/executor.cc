@@ -110,7 +110,17 @@ Result<std::unique_ptr<HtpExecutor>> HtpExecutor::create(std::shared_ptr<const C
   } else {
     size = graph.vtcm_bytes + graph.spill_fill_bytes;
   }
-  // Every native tensor must lie inside the planned working memory.
+  // Every native tensor must lie inside the planned working memory, which is never larger than
+  // all of them side by side (a larger size in a binary is corrupt, not a reason to allocate).
+  uint64_t all_native = 0;
+  for (const QnnTensor& t : graph.tensors) {
+    if (t.type == TensorType::kNative) all_native += (t.num_elements() * dtype_size(storage_dtype(t.data_type)) + 63) / 64 * 64;
+  }
+  if (size > all_native) {
+    return invalid_argument("HTP graph '{}': its working memory ({} bytes VTCM + {} spill-fill) is larger than all "
+                            "its tensors together ({} bytes)", graph.name, graph.vtcm_bytes, graph.spill_fill_bytes,
+                            all_native);
+  }
   for (const QnnTensor& t : graph.tensors) {
     if (t.type != TensorType::kNative) continue;
     uint64_t bytes = t.num_elements() * dtype_size(storage_dtype(t.data_type));

@@ -1,0 +1,315 @@
+// The HTP backend end to end: a small CNN and an attention block, quantized by kiln's quantizer,
+// partitioned, preprocessed to a context binary, written to a program file and run by the
+// runtime's HTP delegate; compared with the fake-quant program on the portable interpreter.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "kiln/backends/htp/htp_backend.h"
+#include "kiln/backends/htp/htp_runtime.h"
+#include "kiln/backends/htp/kernels.h"
+#include "kiln/backends/portable/interpreter.h"
+#include "kiln/core/memory.h"
+#include "kiln/lower/to_backend.h"
+#include "kiln/partition/capability_partitioner.h"
+#include "kiln/quant/quantizer.h"
+#include "kiln/runtime/program.h"
+#include "kiln/serialize/program_writer.h"
+#include "testing/graph_builder.h"
+
+namespace kiln::htp {
+namespace {
+
+Tensor random_tensor(std::vector<int64_t> shape, uint32_t seed, float scale = 1.0f) {
+  Tensor t(DType::kF32, std::move(shape));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  for (int64_t i = 0; i < t.numel(); ++i) t.mutable_data_as<float>()[i] = d(rng);
+  return t;
+}
+
+// conv-relu -> maxpool -> conv + residual -> relu -> global mean -> linear.
+void build_cnn(ExportedProgram& p) {
+  testing::GraphBuilder b(p);
+  Node* x = b.input("x", TensorSpec::of(DType::kF32, {1, 3, 16, 16}));
+  Node* w1 = p.add_parameter("w1", "w1", random_tensor({8, 3, 3, 3}, 1, 0.3f));
+  Node* b1 = p.add_parameter("b1", "b1", random_tensor({8}, 2, 0.1f));
+  Node* c1 = b.call(OpId::kConvolution, {x, w1, b1}, {{"stride", std::vector<int64_t>{1, 1}}, {"padding", std::vector<int64_t>{1, 1}}});
+  Node* r1 = b.relu(c1);
+  Node* mp = b.call(OpId::kMaxPool2d, {r1}, {{"kernel_size", std::vector<int64_t>{2, 2}}, {"stride", std::vector<int64_t>{2, 2}}});
+  Node* w2 = p.add_parameter("w2", "w2", random_tensor({8, 1, 3, 3}, 3, 0.3f));
+  Node* c2 = b.call(OpId::kConvolution, {mp, w2, nullptr},
+                    {{"padding", std::vector<int64_t>{1, 1}}, {"groups", int64_t{8}}});
+  Node* sum = b.add(c2, mp);
+  Node* r2 = b.relu(sum);
+  Node* gap = b.call(OpId::kMean, {r2}, {{"dim", std::vector<int64_t>{2, 3}}, {"keepdim", false}});
+  Node* fw = p.add_parameter("fw", "fw", random_tensor({5, 8}, 4, 0.3f));
+  Node* fc = b.linear(gap, fw);
+  b.outputs({fc});
+}
+
+// q/k/v projections, softmax(q k^T / 4) v, layer norm: the transformer's ops.
+void build_attention(ExportedProgram& p) {
+  testing::GraphBuilder b(p);
+  Node* x = b.input("x", TensorSpec::of(DType::kF32, {1, 6, 16}));
+  Node* wq = p.add_parameter("wq", "wq", random_tensor({16, 16}, 5, 0.25f));
+  Node* wk = p.add_parameter("wk", "wk", random_tensor({16, 16}, 6, 0.25f));
+  Node* wv = p.add_parameter("wv", "wv", random_tensor({16, 16}, 7, 0.25f));
+  Node* q = b.linear(x, wq);
+  Node* k = b.linear(x, wk);
+  Node* v = b.linear(x, wv);
+  Node* kt = b.call(OpId::kTranspose, {k}, {{"dim0", int64_t{1}}, {"dim1", int64_t{2}}});
+  Node* s = b.call(OpId::kMatmul, {q, kt});
+  Node* sc = b.call(OpId::kDiv, {s, 4.0});
+  Node* a = b.call(OpId::kSoftmax, {sc}, {{"dim", int64_t{-1}}});
+  Node* o = b.call(OpId::kMatmul, {a, v});
+  Node* res = b.add(o, x);
+  Node* ln = b.call(OpId::kLayerNorm, {res, nullptr, nullptr}, {{"normalized_shape", std::vector<int64_t>{16}}});
+  b.outputs({ln});
+}
+
+std::vector<quant::Sample> samples_for(const std::string& input, std::vector<int64_t> shape, int n) {
+  std::vector<quant::Sample> out;
+  for (int i = 0; i < n; ++i) {
+    quant::Sample s;
+    s.source = "random";
+    s.inputs[input] = random_tensor(shape, 100 + i);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+ExportedProgram quantized(const ExportedProgram& p, const std::vector<quant::Sample>& samples) {
+  quant::QuantizeOptions options;
+  options.config = *quant::make_config("8a8w", false, quant::ObserverKind::kMinMax, false);
+  auto prepared = quant::prepare(p, options);
+  EXPECT_TRUE(prepared.ok()) << prepared.status().message();
+  EXPECT_TRUE(quant::calibrate(**prepared, samples, 1).ok());
+  auto q = quant::convert(**prepared);
+  EXPECT_TRUE(q.ok()) << q.status().message();
+  return std::move(q).value();
+}
+
+std::vector<CompileSpec> specs(bool fp16, bool online = false, QcomChipset soc = QcomChipset::SM8650) {
+  CompilerSpecArgs args;
+  args.online_prepare = online;
+  auto s = generate_qnn_executorch_compiler_spec(soc, generate_htp_compiler_spec(fp16), args);
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  return to_compile_specs<CompileSpec>(*s);
+}
+
+// Lowers `p` to the HTP (everything it takes), writes a program file in memory and runs it.
+std::vector<Tensor> run_on_htp(ExportedProgram p, const std::vector<CompileSpec>& sp, std::span<const Tensor> in,
+                               size_t* partitions = nullptr) {
+  BackendRegistry registry;
+  EXPECT_TRUE(register_htp_backend(registry).ok());
+  auto options = options_from_specs(sp);
+  EXPECT_TRUE(options.ok());
+  CapabilityOptions copts;
+  copts.quantized_clusters = false;
+  CapabilityPartitioner partitioner("htp", sp, htp_operator_support(*options), copts);
+  auto rep = to_backend(p, partitioner, registry);
+  EXPECT_TRUE(rep.ok()) << rep.status().message();
+  if (!rep.ok()) return {};
+  if (partitions) *partitions = rep->partitions;
+  MethodToSerialize m{"forward", &p};
+  auto image = serialize_program(std::span(&m, 1));
+  EXPECT_TRUE(image.ok()) << image.status().message();
+  auto storage = std::make_shared<HeapStorage>(image->size);
+  size_t at = 0;
+  for (std::string_view c : image->chunks) {
+    std::memcpy(storage->mutable_data() + at, c.data(), c.size());
+    at += c.size();
+  }
+  auto program = runtime::Program::load_buffer(std::span<const uint8_t>(storage->mutable_data(), image->size), storage);
+  EXPECT_TRUE(program.ok()) << program.status().message();
+  runtime::BackendRegistry backends;
+  EXPECT_TRUE(backends.add(make_htp_runtime_backend()).ok());
+  auto method = (*program)->load_method("forward", backends, {});
+  EXPECT_TRUE(method.ok()) << method.status().message();
+  if (!method.ok()) return {};
+  auto out = (*method)->execute(in);
+  EXPECT_TRUE(out.ok()) << out.status().message();
+  return out.ok() ? *out : std::vector<Tensor>{};
+}
+
+std::vector<Tensor> interpret(ExportedProgram& p, std::span<const Tensor> in) {
+  auto interp = portable::Interpreter::create(p);
+  EXPECT_TRUE(interp.ok());
+  auto r = (*interp)->run(in);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? r->outputs : std::vector<Tensor>{};
+}
+
+// The output scale: the last quantize's.
+double output_scale(const ExportedProgram& q) {
+  const Node* out = q.user_outputs().front();
+  while (!out->is_call(OpId::kQuantizePerTensor)) out = out->input(0);
+  return out->kwarg_float("scale");
+}
+
+void expect_within_steps(const Tensor& got, const Tensor& want, double step, double steps) {
+  ASSERT_EQ(got.shape(), want.shape());
+  double worst = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    worst = std::max(worst, std::abs(double(got.data_as<float>()[i]) - want.data_as<float>()[i]));
+  }
+  EXPECT_LE(worst, steps * step + 1e-6) << "worst difference " << worst / step << " steps";
+}
+
+TEST(HtpBackend, QuantizedCnnMatchesFakeQuantWithinOneStep) {
+  ExportedProgram p;
+  build_cnn(p);
+  auto samples = samples_for("x", {1, 3, 16, 16}, 8);
+  ExportedProgram q = quantized(p, samples);
+  std::vector<Tensor> in = {samples[3].inputs["x"]};
+  std::vector<Tensor> want = interpret(q, in);
+  size_t partitions = 0;
+  std::vector<Tensor> got = run_on_htp(q.clone(), specs(false), in, &partitions);
+  EXPECT_EQ(partitions, 1u);
+  ASSERT_EQ(got.size(), 1u);
+  expect_within_steps(got[0], want[0], output_scale(q), 1);
+}
+
+TEST(HtpBackend, OnlinePrepareRunsTheSameAsOffline) {
+  ExportedProgram p;
+  build_cnn(p);
+  auto samples = samples_for("x", {1, 3, 16, 16}, 4);
+  ExportedProgram q = quantized(p, samples);
+  std::vector<Tensor> in = {samples[1].inputs["x"]};
+  std::vector<Tensor> offline = run_on_htp(q.clone(), specs(false, false), in);
+  std::vector<Tensor> online = run_on_htp(q.clone(), specs(false, true), in);
+  ASSERT_EQ(offline.size(), 1u);
+  ASSERT_EQ(online.size(), 1u);
+  EXPECT_EQ(std::memcmp(offline[0].data(), online[0].data(), offline[0].nbytes()), 0);
+}
+
+TEST(HtpBackend, QuantizedAttentionMatchesFakeQuant) {
+  ExportedProgram p;
+  build_attention(p);
+  auto samples = samples_for("x", {1, 6, 16}, 8);
+  ExportedProgram q = quantized(p, samples);
+  std::vector<Tensor> in = {samples[2].inputs["x"]};
+  std::vector<Tensor> want = interpret(q, in);
+  size_t partitions = 0;
+  std::vector<Tensor> got = run_on_htp(q.clone(), specs(false), in, &partitions);
+  EXPECT_EQ(partitions, 1u);
+  ASSERT_EQ(got.size(), 1u);
+  // Integer matmuls and requantization against float fake-quant: a few steps after 6 layers.
+  expect_within_steps(got[0], want[0], output_scale(q), 3);
+}
+
+TEST(HtpBackend, Fp16RoundsEveryOutputToHalf) {
+  ExportedProgram p;
+  build_cnn(p);
+  std::vector<Tensor> in = {random_tensor({1, 3, 16, 16}, 9)};
+  std::vector<Tensor> want = interpret(p, in);
+  std::vector<Tensor> got = run_on_htp(p.clone(), specs(true), in);
+  ASSERT_EQ(got.size(), 1u);
+  for (int64_t i = 0; i < got[0].numel(); ++i) {
+    float v = got[0].data_as<float>()[i];
+    EXPECT_EQ(half_to_float(float_to_half(v)), v) << "element " << i << " is not a half value";
+    EXPECT_NEAR(v, want[0].data_as<float>()[i], 2e-2 * (1 + std::abs(want[0].data_as<float>()[i])));
+  }
+}
+
+TEST(HtpBackend, QuantizedPrecisionRejectsFloatOpsWithAReason) {
+  ExportedProgram p;
+  build_cnn(p);
+  auto options = flatbuffer_to_option(specs(false)[0].value);
+  ASSERT_TRUE(options.ok());
+  auto support = htp_operator_support(*options);
+  for (Node* n : p.graph().nodes()) {
+    if (n->op() != OpKind::kCallFunction) continue;
+    SupportResult r = support->is_node_supported(p, *n);
+    EXPECT_FALSE(r.supported) << n->name();
+    EXPECT_NE(r.reason.find("quantiz"), std::string::npos) << r.reason;
+  }
+}
+
+TEST(HtpBackend, SkipsNodesAndOpsByName) {
+  ExportedProgram p;
+  build_cnn(p);
+  auto options = flatbuffer_to_option(specs(true)[0].value);
+  SupportOptions skip;
+  skip.skip_ops = {"relu"};
+  skip.skip_node_names = {"linear"};
+  auto support = htp_operator_support(*options, skip);
+  for (Node* n : p.graph().nodes()) {
+    if (n->op() != OpKind::kCallFunction) continue;
+    bool skipped = n->is_call(OpId::kRelu) || n->is_call(OpId::kLinear);
+    SupportResult r = support->is_node_supported(p, *n);
+    EXPECT_EQ(r.supported, !skipped) << n->name() << ": " << r.reason;
+    if (skipped) EXPECT_NE(r.reason.find("skipped"), std::string::npos);
+  }
+}
+
+TEST(HtpBackend, PreprocessNeedsItsCompileSpec) {
+  ExportedProgram p;
+  build_cnn(p);
+  HtpBackend backend;
+  auto r = backend.preprocess(p, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("qnn_compile_spec"), std::string::npos);
+}
+
+TEST(HtpBackend, SaverWritesTheGraphAsJson) {
+  ExportedProgram p;
+  build_cnn(p);
+  CompilerSpecArgs args;
+  args.saver = true;
+  auto s = generate_qnn_executorch_compiler_spec(QcomChipset::SM8650, generate_htp_compiler_spec(true), args);
+  ASSERT_TRUE(s.ok());
+  HtpBackend backend;
+  auto r = backend.preprocess(p, to_compile_specs<CompileSpec>(*s));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  std::string json(r->processed_bytes.begin(), r->processed_bytes.end());
+  EXPECT_EQ(json.front(), '{');
+  EXPECT_NE(json.find("\"DepthWiseConv2d\""), std::string::npos);
+  EXPECT_NE(json.find("\"FullyConnected\""), std::string::npos);
+}
+
+TEST(HtpBackend, ProfileAndDumpThroughTheExecutor) {
+  ExportedProgram p;
+  build_cnn(p);
+  auto sp = specs(true);
+  HtpBackend backend;
+  auto blob = backend.preprocess(p, sp);
+  ASSERT_TRUE(blob.ok());
+  auto context = parse_context(blob->processed_bytes);
+  ASSERT_TRUE(context.ok()) << context.status().message();
+  auto options = *flatbuffer_to_option(sp[0].value);
+  options.profile_level = ProfileLevel::kOptrace;
+  auto ex = HtpExecutor::create(std::make_shared<const Context>(std::move(*context)), "forward", options, 1);
+  ASSERT_TRUE(ex.ok()) << ex.status().message();
+  std::vector<std::string> dumped;
+  (*ex)->set_dump([&](const std::string& name, const Tensor& t) {
+    dumped.push_back(name);
+    EXPECT_EQ(t.dtype(), DType::kF32);
+  });
+  std::vector<Tensor> in = {random_tensor({1, 3, 16, 16}, 11)};
+  ASSERT_TRUE((*ex)->execute(in).ok());
+  const GraphProfile& prof = (*ex)->last_profile();
+  EXPECT_EQ(prof.ops.size(), (*ex)->graph().ops.size());
+  EXPECT_EQ(dumped.size(), (*ex)->graph().ops.size());
+  EXPECT_GT(prof.total_ns, 0);
+  std::string trace = profile_to_chrome_trace(std::span(&prof, 1));
+  EXPECT_NE(trace.find("\"traceEvents\""), std::string::npos);
+  EXPECT_NE(trace.find("\"ph\": \"X\""), std::string::npos);
+}
+
+TEST(HtpBackend, SymbolicShapesStayOnTheCpu) {
+  ExportedProgram p;
+  testing::GraphBuilder b(p);
+  Node* x = b.input("x", TensorSpec(DType::kF32, {Dim::symbol("batch"), 4}));
+  b.outputs({b.relu(x)});
+  auto options = flatbuffer_to_option(specs(true)[0].value);
+  SupportResult r = htp_operator_support(*options)->is_node_supported(p, *p.user_outputs().front());
+  EXPECT_FALSE(r.supported);
+  EXPECT_NE(r.reason.find("symbolic"), std::string::npos) << r.reason;
+}
+
+}  // namespace
+}  // namespace kiln::htp
