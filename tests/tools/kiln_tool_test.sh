@@ -298,5 +298,48 @@ expect 1 "quantize a quantized model" -- "$kiln" quantize "$work/q.kir" --calib 
 contains "already quantized message" "$err" "already quantized"
 if [[ -e $work/x.kir ]]; then echo "FAIL: a failed quantize wrote its output"; failures=$((failures + 1)); fi
 
+# The HTP backend: quantize and compile in one command, run, profile, dump, inspect; fp16; the
+# compile spec's checks one by one.
+expect 0 "htp 8a8w compile" -- "$kiln" compile "$src/examples/tinynet.onnx" --backend htp --soc SM8650 --quant 8a8w --calib "$calib" --dim batch=1..1 --profile-level optrace --dump-intermediate-outputs -o "$work/h.kpte"
+contains "htp accuracy table" "$out" "per-layer SQNR against the float model"
+contains "htp delegated" "$out" "calls delegated to htp"
+expect 0 "htp run" -- "$kiln" run "$work/h.kpte" --inputs "$calib/00.npz" --output-dir "$work/hr" --profile "$work/h.json" --dump "$work/hd"
+contains "htp profile summary" "$out" "profile: HTP graph 'forward'"
+contains "htp dump count" "$out" "intermediate output(s) to $work/hd"
+/usr/bin/python3 -c "import json,sys; d=json.load(open('$work/h.json')); sys.exit(0 if any(e['ph']=='X' for e in d['traceEvents']) else 1)" || { echo "FAIL: the profile is not a Chrome trace"; failures=$((failures + 1)); }
+expect 0 "fake-quant reference" -- "$kiln" run "$work/q.kir" --inputs "$calib/00.npz" --interpreter --output-dir "$work/hq"
+expect 0 "htp inspect" -- "$kiln" inspect "$work/h.kpte"
+contains "inspect shows the context" "$out" "HTP context v1 (kiln): SoC SM8650 (V75, 8 MB VTCM), quantized precision"
+contains "inspect shows the options" "$out" "profile_level: optrace"
+expect 0 "htp fp16" -- "$kiln" compile "$src/examples/tinynet.onnx" --backend htp --precision fp16 --soc SM8550 --dim batch=1..1 -o "$work/hf.kpte"
+contains "fp16 all delegated" "$out" "19 of 19 calls delegated to htp"
+expect 0 "htp fp16 run" -- "$kiln" run "$work/hf.kpte" --inputs "$calib/00.npz" --output-dir "$work/hfr"
+expect 0 "float reference" -- "$kiln" run "$src/examples/tinynet.onnx" --inputs "$calib/00.npz" --interpreter --output-dir "$work/hfi"
+/usr/bin/python3 - "$work" <<'PY' || { echo "FAIL: HTP outputs against their references"; failures=$((failures + 1)); }
+import sys, numpy as np
+w = sys.argv[1]
+fp16, ref = np.load(f"{w}/hfr/probs.npy"), np.load(f"{w}/hfi/probs.npy")
+assert np.array_equal(fp16, fp16.astype(np.float16).astype(np.float32)), "fp16 outputs are not half values"
+assert np.allclose(fp16, ref, rtol=2e-2, atol=2e-3), (fp16, ref)
+q, fq = np.load(f"{w}/hr/probs.npy"), np.load(f"{w}/hq/probs.npy")
+step = 1.0 / 255  # softmax output: fixed range [0, 1]
+assert np.max(np.abs(q - fq)) <= step + 1e-6, np.max(np.abs(q - fq)) / step
+PY
+expect 1 "fp16 on a V68 SoC" -- "$kiln" compile "$src/examples/tinynet.onnx" --backend htp --precision fp16 --soc SM8350 --dim batch=1..1 -o "$work/x.kpte"
+contains "V68 message" "$err" "V69"
+expect 1 "unknown SoC" -- "$kiln" compile "$src/examples/tinynet.onnx" --backend htp --soc SM9999 --dim batch=1..1 -o "$work/x.kpte"
+contains "unknown SoC message" "$err" "SM9999"
+expect 1 "unknown precision" -- "$kiln" compile "$src/examples/tinynet.onnx" --backend htp --precision int3 --dim batch=1..1 -o "$work/x.kpte"
+contains "unknown precision message" "$err" "int3"
+expect 0 "profile with dump warns" -- "$kiln" compile "$src/examples/tinynet.onnx" --backend htp --precision fp16 --profile-level detailed --dump-intermediate-outputs --dim batch=1..1 -o "$work/x.kpte"
+contains "profile+dump warning" "$out" "kiln: warning:"
+expect 1 "quantized HTP needs a quantized model" -- "$kiln" compile "$src/examples/tinynet.onnx" --backend htp --dim batch=1..1 -o "$work/x.kpte"
+contains "not quantized message" "$err" "is a float model and the HTP precision is quantized"
+expect 0 "saver" -- "$kiln" compile "$src/examples/tinynet.onnx" --backend htp --precision fp16 --saver --dim batch=1..1 -o "$work/hs.kpte"
+expect 1 "a saver blob does not run" -- "$kiln" run "$work/hs.kpte"
+contains "saver message" "$err" "QNN saver's JSON record"
+expect 1 "profile without a profile level" -- "$kiln" run "$work/hf.kpte" --profile "$work/x.json"
+contains "profile level message" "$err" "--profile-level"
+
 echo "kiln_tool_e2e: $passes passed, $failures failed"
 [[ $failures -eq 0 ]]

@@ -2,8 +2,11 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include "commands.h"
+#include "kiln/backends/htp/context.h"
+#include "kiln/core/file.h"
 #include "kiln/core/memory.h"
 #include "kiln/ir/kir.h"
 
@@ -75,6 +78,51 @@ void print_inspection(const ExportedProgram& p, bool show_graph, std::ostream& o
   }
 }
 
+// An HTP context binary, its compile spec's options beside it when there is one.
+Status print_htp_context(std::span<const uint8_t> blob, const std::string* spec, const std::string& where,
+                         std::ostream& os) {
+  if (spec != nullptr) {
+    auto options = htp::decode_options_flatbuffer(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(spec->data()), spec->size()));
+    if (!options.ok()) return options.status().with_context(where);
+    os << "  qnn_compile_spec:\n";
+    std::istringstream lines(htp::format_options(*options));
+    for (std::string line; std::getline(lines, line);) os << "    " << line << '\n';
+  }
+  if (!blob.empty() && blob[0] == '{') {
+    os << "  the blob is the QNN saver's JSON record of the graph (" << blob.size() << " bytes)\n";
+    return Status::Ok();
+  }
+  auto context = htp::parse_context(blob);
+  if (!context.ok()) return context.status().with_context(where);
+  std::istringstream lines(htp::format_context(*context));
+  for (std::string line; std::getline(lines, line);) os << "  " << line << '\n';
+  return Status::Ok();
+}
+
+// Every HTP delegate of a program file: its options and context.
+Status print_htp_delegates(const std::string& path, const runtime::Program& program, std::ostream& os) {
+  std::string bytes;
+  for (const std::string& name : program.method_names()) {
+    KILN_ASSIGN_OR_RETURN(runtime::MethodInfo info, program.method_info(name));
+    for (const auto& d : info.delegates) {
+      if (d.backend != "htp") continue;
+      if (bytes.empty()) {
+        KILN_ASSIGN_OR_RETURN(bytes, read_file(path));
+      }
+      const auto& seg = program.segments()[d.segment];
+      auto blob = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()) + seg.offset, seg.size);
+      const std::string* spec = nullptr;
+      for (const auto& [key, value] : d.compile_specs) {
+        if (key == htp::kQnnCompileSpecKey) spec = &value;
+      }
+      os << fmt::format("HTP delegate '{}/{}':\n", name, d.name);
+      KILN_RETURN_IF_ERROR(print_htp_context(blob, spec, fmt::format("{}: delegate '{}'", path, d.name), os));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void register_inspect(CLI::App& app) {
@@ -95,7 +143,13 @@ void register_inspect(CLI::App& app) {
                       std::cout << fmt::format("checksums: all {} segments match\n",
                                                (*program)->segments().size());
                     }
-                    return print_program_info(**program, true, std::cout);
+                    KILN_RETURN_IF_ERROR(print_program_info(**program, true, std::cout));
+                    return print_htp_delegates(*path, **program, std::cout);
+                  }
+                  if (auto bytes = read_file(*path); bytes.ok() && htp::looks_like_context(std::span<const uint8_t>(
+                                                          reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()))) {
+                    auto blob = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size());
+                    return print_htp_context(blob, nullptr, *path, std::cout);
                   }
                   KILN_ASSIGN_OR_RETURN(ExportedProgram program, load_model(*path));
                   print_inspection(program, *graph, std::cout);

@@ -91,6 +91,13 @@ Status lower_method(CompiledMethod& cm, const CompileArgs& args,
       auto htp_specs = htp_compile_specs(args, cm.name, log);
       if (!htp_specs.ok()) return htp_specs.status().with_context("--backend htp");
       specs = std::move(htp_specs).value();
+      bool quantized = false;
+      for (const Node* n : cm.program.graph().nodes()) quantized |= n->is_call(OpId::kQuantizePerTensor);
+      if (args.precision == "quantized" && !quantized) {
+        return invalid_argument("--backend htp: method '{}' ({}) is a float model and the HTP precision is quantized: "
+                                "quantize it (--quant 8a8w --calib DATA, or kiln quantize first), or compile with "
+                                "--precision fp16", cm.name, cm.model);
+      }
     }
     if (backend == demo::kBackendId) {
       if (!args.ops.empty()) specs.push_back(make_compile_spec(std::string(demo::kOpsSpecKey), args.ops));

@@ -530,6 +530,10 @@ Result<std::unique_ptr<PreparedOp>> prepare_op(const QnnGraph& g, const QnnOp& o
     if (!k.ok()) return status_of(k.status());
     return std::unique_ptr<PreparedOp>(new FloatPoolOp(std::move(k).value(), op.inputs[0], op.outputs[0]));
   }
+  if (!fixed && t == "Concat") {
+    std::vector<std::optional<Requantize>> none(op.inputs.size());
+    return std::unique_ptr<PreparedOp>(new ConcatOp(op.inputs, op.outputs[0], param_int(op, "axis", 0), std::move(none)));
+  }
   if (!fixed) {
     KILN_ASSIGN_OR_RETURN(auto k, float_op(g, op, fp16));
     return std::unique_ptr<PreparedOp>(std::move(k));
