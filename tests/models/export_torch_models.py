@@ -3,9 +3,10 @@
 
 Usage: /usr/bin/python3 tests/models/export_torch_models.py CACHE_DIR [--force]
 
-Writes CACHE_DIR/{resnet18,mobilenet_v2,transformer_encoder_layer,resnet18_int8_qdq}.onnx.
-Weights are random (weights=None, torch.manual_seed(0)): no download. resnet18_int8_qdq is
-resnet18 quantized by torch FX post-training quantization (prepare_fx / convert_fx, the default
+Writes CACHE_DIR/{resnet18,mobilenet_v2,transformer_encoder_layer}.onnx and their int8 QDQ
+forms {resnet18,mobilenet_v2}_int8_qdq.onnx.
+Weights are random (weights=None, torch.manual_seed(0)): no download. An _int8_qdq model is the
+float model quantized by torch FX post-training quantization (prepare_fx / convert_fx, the default
 qconfig mapping for "onednn": u8 activations per tensor, i8 weights per channel, i32 bias),
 calibrated on 4 seeded random inputs, and exported as QDQ ONNX (QuantizeLinear /
 DequantizeLinear around float Conv, Gemm, Add, pooling). Existing files are kept unless --force.
@@ -34,13 +35,13 @@ def models():
     ]
 
 
-def quantized_resnet18():
-    """resnet18 through FX post-training quantization (qconfig "onednn"), as a torch module."""
+def quantized(name):
+    """The torchvision model `name` through FX post-training quantization (qconfig "onednn")."""
     from torch.ao.quantization import get_default_qconfig_mapping
     from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
 
     torch.manual_seed(0)
-    model = torchvision.models.resnet18(weights=None).eval()
+    model = getattr(torchvision.models, name)(weights=None).eval()
     gen = torch.Generator().manual_seed(1)
     calib = [torch.randn(1, 3, 224, 224, generator=gen) for _ in range(4)]
     prepared = prepare_fx(model, get_default_qconfig_mapping("onednn"), example_inputs=(calib[0],))
@@ -56,13 +57,14 @@ def main():
     parser.add_argument("--force", action="store_true", help="re-export existing files")
     args = parser.parse_args()
     os.makedirs(args.cache_dir, exist_ok=True)
-    for name, model, example in models() + [("resnet18_int8_qdq", None, None)]:
+    qdq = [(f"{name}_int8_qdq", None, None) for name in ("resnet18", "mobilenet_v2")]
+    for name, model, example in models() + qdq:
         path = os.path.join(args.cache_dir, name + ".onnx")
         if os.path.exists(path) and not args.force:
             print(f"{path}: exists")
             continue
         if model is None:
-            model, example = quantized_resnet18()
+            model, example = quantized(name[: -len("_int8_qdq")])
         tmp = path + ".tmp"
         # Not under no_grad: torch 1.13 would take TransformerEncoderLayer's fused fast path,
         # which has no ONNX export.

@@ -76,6 +76,7 @@ class Builder {
   const QuantAttrs* quant(const Node* n) const { return quant_[n->id()]; }
   Status fold();
   Result<uint32_t> value(Node* n);
+  Result<QuantAttrs> per_channel_attrs(const Node* dq) const;
   Result<uint32_t> new_tensor(const Node* n, std::string name, std::vector<uint32_t> dims,
                               const QuantAttrs* q, DType dtype, TensorType type);
   Result<uint32_t> output(Node* n);
@@ -117,6 +118,31 @@ Result<std::vector<uint32_t>> Builder::dims_of(const Node* n) const {
   return u32(*shape);
 }
 
+// A per-channel dequantize's parameters from its stored scales and zero points (an imported QDQ
+// model's, which carry no quantization attributes).
+Result<QuantAttrs> Builder::per_channel_attrs(const Node* dq) const {
+  auto constant = [&](const Node* v) -> const Tensor* {
+    const InputSpec* s = v->op() == OpKind::kPlaceholder ? ep_.input_spec(v) : nullptr;
+    return s != nullptr && s->kind != InputKind::kUserInput ? ep_.constants().find(s->target) : nullptr;
+  };
+  const Tensor* scales = constant(dq->input(1));
+  const Tensor* zps = constant(dq->input(2));
+  if (scales == nullptr || zps == nullptr || scales->numel() != zps->numel()) {
+    return invalid_argument("node '{}': a per-channel dequantize whose scales and zero points are not stored "
+                            "constants of one size", dq->name());
+  }
+  QuantAttrs q;
+  q.dtype = dq->kwarg("dtype").to_dtype();
+  q.quant_min = dq->kwarg_int("quant_min");
+  q.quant_max = dq->kwarg_int("quant_max");
+  q.axis = dq->kwarg_int("axis");
+  for (int64_t i = 0; i < scales->numel(); ++i) {
+    q.scales.push_back(scales->scalar_at(i));
+    q.zero_points.push_back(static_cast<int64_t>(zps->scalar_at(i)));
+  }
+  return q;
+}
+
 Status Builder::fold() {
   const Graph& graph = ep_.graph();
   size_t n_ids = 0;
@@ -146,8 +172,9 @@ Status Builder::fold() {
           owned_quant_.push_back(attrs_from_kwargs(n));
           quant_[src->id()] = &owned_quant_.back();
         } else {
-          return invalid_argument("node '{}': a per-channel dequantize of '{}' without quantization "
-                                  "attributes", n->name(), src->name());
+          KILN_ASSIGN_OR_RETURN(QuantAttrs q, per_channel_attrs(n));
+          owned_quant_.push_back(std::move(q));
+          quant_[src->id()] = &owned_quant_.back();
         }
         if (!is_output[n->id()]) alias_[n->id()] = src;
       } else if (!is_output[n->id()] && quant(resolve(src)) != nullptr) {
