@@ -186,6 +186,27 @@ TEST(HtpBackend, OnlinePrepareRunsTheSameAsOffline) {
   EXPECT_EQ(std::memcmp(offline[0].data(), online[0].data(), offline[0].nbytes()), 0);
 }
 
+// preprocess runs capture_program first: the convolutions and pooling read and write NHWC, so
+// the context needs one Transpose in and one back (before the mean), not a pair per conv / pool.
+TEST(HtpBackend, CapturedCnnNeedsAtMostTwoTransposes) {
+  ExportedProgram p;
+  build_cnn(p);
+  ExportedProgram q = quantized(p, samples_for("x", {1, 3, 16, 16}, 4));
+  HtpBackend backend;
+  auto blob = backend.preprocess(q, specs(false));
+  ASSERT_TRUE(blob.ok()) << blob.status().message();
+  auto context = parse_context(blob->processed_bytes);
+  ASSERT_TRUE(context.ok()) << context.status().message();
+  ASSERT_EQ(context->graphs.size(), 1u);
+  size_t transposes = 0, convs = 0;
+  for (const QnnOp& op : context->graphs[0].ops) {
+    transposes += op.type == "Transpose";
+    convs += op.type == "Conv2d" || op.type == "DepthWiseConv2d";
+  }
+  EXPECT_EQ(convs, 2u);
+  EXPECT_LE(transposes, 2u);
+}
+
 TEST(HtpBackend, QuantizedAttentionMatchesFakeQuant) {
   ExportedProgram p;
   build_attention(p);

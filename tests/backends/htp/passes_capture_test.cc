@@ -75,10 +75,12 @@ TEST(HtpCapture, QuantizedCnn) {
   ASSERT_TRUE(w1->meta.quant.has_value());
   EXPECT_EQ(w1->spec().dtype, DType::kI8);
   EXPECT_EQ(*w1->spec().static_shape(), (Ints{4, 3, 3, 3}));  // OIHW
-  // The input permute comes before its quantize (the region starts at the quantize).
-  Node* xq = conv1->arg(0).node();
-  ASSERT_TRUE(xq->is_call(OpId::kQuantizePerTensor));
-  EXPECT_TRUE(xq->arg(0).node()->is_call(OpId::kPermute));
+  // The input permute comes after its quantize and moves codes (the HTP has no float Transpose
+  // in a fixed-point graph): the region starts after the quantize.
+  Node* xp = conv1->arg(0).node();
+  ASSERT_TRUE(xp->is_call(OpId::kPermute));
+  EXPECT_TRUE(xp->meta.quant.has_value());
+  EXPECT_TRUE(xp->arg(0).node()->is_call(OpId::kQuantizePerTensor));
   // One permute in, one back before flatten (carrying the pooled value's encoding).
   EXPECT_EQ(count_op(p, OpId::kPermute), 2u) << print_kir(p);
   Node* back = g.find("flat")->arg(0).node();

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "builder.h"
+#include "kiln/backends/htp/capture.h"
 #include "kiln/backends/htp/htp_backend.h"
 #include "kiln/lower/delegate_mapping.h"
 
@@ -179,7 +180,12 @@ Result<PreprocessResult> HtpBackend::preprocess(const ExportedProgram& submodule
   c.precision = options.backend_options.htp_options.precision;
   c.prepared = !options.online_prepare;
   std::string name = options.graph_name.empty() ? "forward" : options.graph_name;
-  auto graph = build_qnn_graph(submodule, options, name, &c.static_data);
+  // The builder reads the folded, channels-last program capture_program leaves (capture.h).
+  ExportedProgram captured = submodule.clone();
+  if (Status s = capture_program(captured); !s.ok()) {
+    return s.with_context("htp backend: capture_program");
+  }
+  auto graph = build_qnn_graph(captured, options, name, &c.static_data);
   if (!graph.ok()) return graph.status().with_context("htp backend");
   // Offline prepare plans the working memory now; online prepare leaves it to the runtime's init.
   if (c.prepared) plan_graph(*graph, c.soc.vtcm_size_mb);

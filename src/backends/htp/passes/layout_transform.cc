@@ -3,8 +3,9 @@
 //
 // A region is a connected set of nodes, joined through the values they read and write as data,
 // that holds at least one layout-sensitive op (convolution, pooling, batch norm, pixel
-// shuffle, upsample) and otherwise only layout-agnostic ops (elementwise, q/dq, cat, softmax,
-// reductions and slices with their axes rewritten). Every value a region node reads as data
+// shuffle, upsample) and otherwise only layout-agnostic ops (elementwise, cat, softmax,
+// reductions and slices with their axes rewritten, q/dq except where float meets quantized: a
+// user input's quantize and an output's dequantize stay outside, so every permute moves codes). Every value a region node reads as data
 // from outside the region goes through one permute [0, 2, 3, 1]; every region value read by
 // something else (a reshape, a linear, the graph output, a weight slot) through one permute
 // [0, 3, 1, 2]. A mean / sum over H and W without keepdim ends a region: its output is [N, C]
@@ -91,6 +92,13 @@ Role classify(const ExportedProgram& program, const Node* n) {
     return normalized(n->kwarg("dim").to_ints()) == std::vector<int64_t>{2, 3} ? Role::kSink : Role::kNone;
   }
   if (!rank4(n)) return Role::kNone;
+  // A quantize of an unquantized value (a float user input) or a dequantize to float (a graph
+  // output) is where the stored encoding starts or ends: the permute belongs on the quantized
+  // side, where the HTP moves codes (it has no float Transpose in a fixed-point graph).
+  if (n->is_call(OpId::kQuantizePerTensor) && in4 && !a0.node()->meta.quant) return Role::kNone;
+  if (n->is_call(OpId::kDequantizePerTensor) && in4 && a0.node()->meta.quant && !n->meta.quant) {
+    return Role::kNone;
+  }
   if (is_unary_agnostic(n) || n->is_call(OpId::kSoftmax) || n->is_call(OpId::kLogSoftmax) ||
       n->is_call(OpId::kSlice)) {
     return in4 ? Role::kAgnostic : Role::kNone;
