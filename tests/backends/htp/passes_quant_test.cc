@@ -2,6 +2,11 @@
 // .kir and the exact structure of the folded result (capture.h's contract (a)-(f)).
 #include <gtest/gtest.h>
 
+#include <map>
+
+#include "kiln/backends/htp/context.h"
+#include "kiln/backends/htp/htp_backend.h"
+#include "kiln/backends/htp/htp_runtime.h"
 #include "passes_test_util.h"
 
 namespace kiln::htp {
@@ -112,6 +117,33 @@ TEST(HtpQuantPasses, SkipAdvancedRequantDropsAScaleOnlyRequant) {
   ASSERT_TRUE(p.lint().ok()) << p.lint().message();
   EXPECT_EQ(p.graph().find("n")->arg(0).node()->name(), "r");
   EXPECT_EQ(count_op(p, OpId::kQuantizePerTensor), 1u);  // the input's
+}
+
+// Through preprocess (capture_program, then the builder): the requantize reads a value that has
+// meta.quant, so it is a QNN Convert between encodings; only the input's quantize is a Quantize.
+TEST(HtpQuantPasses, PreprocessBuildsTheRequantizeAsAConvert) {
+  ExportedProgram p = requant_program();
+  auto spec = generate_qnn_executorch_compiler_spec(QcomChipset::SM8650, generate_htp_compiler_spec(false), {});
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  HtpBackend backend;
+  auto blob = backend.preprocess(p, to_compile_specs<CompileSpec>(*spec));
+  ASSERT_TRUE(blob.ok()) << blob.status().message();
+  auto context = parse_context(blob->processed_bytes);
+  ASSERT_TRUE(context.ok()) << context.status().message();
+  std::map<std::string, int> ops;
+  for (const QnnOp& op : context->graphs.at(0).ops) ++ops[op.type];
+  EXPECT_EQ(ops["Convert"], 1);
+  EXPECT_EQ(ops["Quantize"], 1);
+  EXPECT_EQ(ops["Dequantize"], 1);
+  // And it runs like the fake-quant program: same codes, so the same output.
+  auto options = flatbuffer_to_option(to_compile_specs<CompileSpec>(*spec)[0].value);
+  ASSERT_TRUE(options.ok());
+  auto ex = HtpExecutor::create(std::make_shared<const Context>(std::move(*context)), "forward", *options, 1);
+  ASSERT_TRUE(ex.ok()) << ex.status().message();
+  std::vector<Tensor> in = testing::sample_inputs(p);
+  auto got = (*ex)->execute(in);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  testing::expect_tensors_near(*got, testing::run_program(p, in), 1e-6);
 }
 
 }  // namespace
