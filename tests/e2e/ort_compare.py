@@ -7,7 +7,8 @@ Usage: ort_compare.py --kiln KILN --source-dir SRC --work-dir DIR [--torch-model
 kiln compiles each model to a .kpte program file (`kiln compile`, with --backend ID delegating to
 that backend, and each symbolic input dim planned for the size of the given input) and runs the
 file with the runtime (`kiln run FILE.kpte`); the outputs must be bit-identical to the portable
-interpreter's over the model's IR (`kiln run MODEL --interpreter`) and match ORT.
+interpreter's over the model's IR (`kiln run MODEL --interpreter`) and match ORT (with --backend
+htp, whose integer execution differs from the float fake-quant, only the ORT match is checked).
 
 Generates the per-op models with tests/models/make_op_models.py into DIR/op_models, and (with
 --torch-models) exports ResNet18, MobileNetV2, a TransformerEncoderLayer and ResNet18 quantized by
@@ -156,7 +157,9 @@ def check_model(args, name, model, inputs, out_root, errors=None, tol=None):
         return f"kiln run --interpreter failed: {err.strip() or iout.strip()}"
     if re.findall(r"^output '([^']*)'", iout, re.M) != kouts:
         return "the program file and the interpreter name different outputs"
-    for k in kouts:
+    # The HTP executes in integers, not the interpreter's float fake-quant: only its agreement
+    # with ORT (below, within the model's tolerance) is asked of it.
+    for k in kouts if args.backend != "htp" else []:
         if not same_bits(np.load(output_file(kdir, k)), np.load(output_file(idir, k))):
             return f"output '{k}': the program file's result is not bit-identical to the interpreter's"
     rc, oout, oerr = run_ort(args, model, feeds, odir)

@@ -723,15 +723,23 @@ Result<QnnGraph> Builder::build(std::string name) {
   }
   for (Node* n : ep_.user_outputs()) {
     KILN_ASSIGN_OR_RETURN(uint32_t id, value(n));
-    QnnTensor& t = g_.tensors[id];
-    if (t.type != TensorType::kNative) {
-      // An input or a constant returned as is: the graph copies it to an output of its own.
-      uint32_t copy = add_temp(t, n->name() + "_out", t.dims);
+    const QnnTensor& t = g_.tensors[id];
+    bool float_out = n->has_spec() && is_floating(n->spec().dtype) && is_fixed_point(t.data_type);
+    if (t.type != TensorType::kNative || float_out) {
+      // The graph returns a value of its own: real numbers where the program expects a float
+      // (a folded value or weight at a partition boundary), else a copy of an input or constant.
+      QnnTensor like = t;
+      if (float_out) {
+        like.data_type = fp16_ ? QnnDataType::kFloat16 : QnnDataType::kFloat32;
+        like.encoding = {};
+      }
+      uint32_t copy = add_temp(like, n->name() + (float_out ? "_dq" : "_out"), like.dims);
       QnnOp op;
-      op.name = n->name() + "_copy";
-      op.type = "Reshape";
+      op.name = n->name() + (float_out ? "_dequantize" : "_copy");
+      op.type = float_out ? "Dequantize" : "Reshape";
       op.inputs = {id};
       op.outputs = {copy};
+      op.debug_handle = n->meta.debug_handle;
       g_.ops.push_back(std::move(op));
       id = copy;
     }

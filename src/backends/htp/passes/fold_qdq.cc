@@ -37,10 +37,17 @@ Result<bool> fold_qdq(ExportedProgram& program) {
     }
     Node* in = d->arg(0).node();
     if (in->op() == OpKind::kPlaceholder && in->meta.quant) {
-      // An integer constant: its readers take it as is.
-      g.replace_all_uses_with(d, in);
-      g.erase(d);
-      changed = true;
+      // An integer constant: quantized readers take it as is; float readers and user outputs (a
+      // partition's weight read on the CPU) keep its Dequantize.
+      for (Node* u : d->users()) {
+        if (!reads_quantized(u)) continue;
+        g.replace_all_uses_with_if(d, in, [u](Node* user) { return user == u; });
+        changed = true;
+      }
+      if (!d->has_uses()) {
+        g.erase(d);
+        changed = true;
+      }
     } else if (in->is_call(OpId::kQuantizePerTensor)) {
       bool folded = is_folded(program, in);
       Node* src = folded ? in->arg(0).node() : in;
