@@ -91,66 +91,30 @@ class LutOp final : public PreparedOp {
   uint32_t in_, out_;
 };
 
-class BinaryOpImpl final : public PreparedOp {
+// An op whose prepared kernel reads two buffers and writes one: K::run(a, b, out).
+template <typename K>
+class BinaryKernelOp final : public PreparedOp {
  public:
-  BinaryOpImpl(QuantBinary k, uint32_t a, uint32_t b, uint32_t out) : k_(std::move(k)), a_(a), b_(b), out_(out) {}
+  BinaryKernelOp(K k, uint32_t a, uint32_t b, uint32_t out) : k_(std::move(k)), a_(a), b_(b), out_(out) {}
   Status run(Frame& f) override { return k_.run(f.in(a_).data(), f.in(b_).data(), f.out(out_)); }
 
  private:
-  QuantBinary k_;
+  K k_;
   uint32_t a_, b_, out_;
 };
-
-class ConvOp final : public PreparedOp {
+// An op whose prepared float kernel reads one buffer and writes one: K::run(const float*, float*).
+template <typename K>
+class FloatKernelOp final : public PreparedOp {
  public:
-  ConvOp(QuantConv2d k, uint32_t in, uint32_t out) : k_(std::move(k)), in_(in), out_(out) {}
-  Status run(Frame& f) override { return k_.run(f.in(in_).data(), f.out(out_)); }
+  FloatKernelOp(K k, uint32_t in, uint32_t out) : k_(std::move(k)), in_(in), out_(out) {}
+  Status run(Frame& f) override { return k_.run(f.in(in_).data_as<float>(), static_cast<float*>(f.out(out_))); }
 
  private:
-  QuantConv2d k_;
+  K k_;
   uint32_t in_, out_;
 };
 
-class FcOp final : public PreparedOp {
- public:
-  FcOp(QuantFullyConnected k, uint32_t in, uint32_t out) : k_(std::move(k)), in_(in), out_(out) {}
-  Status run(Frame& f) override { return k_.run(f.in(in_).data(), f.out(out_)); }
-
- private:
-  QuantFullyConnected k_;
-  uint32_t in_, out_;
-};
-
-class PoolOp final : public PreparedOp {
- public:
-  PoolOp(QuantPool2d k, uint32_t in, uint32_t out) : k_(std::move(k)), in_(in), out_(out) {}
-  Status run(Frame& f) override { return k_.run(f.in(in_).data(), f.out(out_)); }
-
- private:
-  QuantPool2d k_;
-  uint32_t in_, out_;
-};
-
-class ReduceOp final : public PreparedOp {
- public:
-  ReduceOp(QuantReduce k, uint32_t in, uint32_t out) : k_(std::move(k)), in_(in), out_(out) {}
-  Status run(Frame& f) override { return k_.run(f.in(in_).data(), f.out(out_)); }
-
- private:
-  QuantReduce k_;
-  uint32_t in_, out_;
-};
-
-class MatMulOp final : public PreparedOp {
- public:
-  MatMulOp(QuantMatMul k, uint32_t a, uint32_t b, uint32_t out) : k_(std::move(k)), a_(a), b_(b), out_(out) {}
-  Status run(Frame& f) override { return k_.run(f.in(a_).data(), f.in(b_).data(), f.out(out_)); }
-
- private:
-  QuantMatMul k_;
-  uint32_t a_, b_, out_;
-};
-
+// An op whose prepared kernel reads one buffer and writes one: K::run(in, out).
 template <typename K>
 class UnaryKernelOp final : public PreparedOp {
  public:
@@ -159,26 +123,6 @@ class UnaryKernelOp final : public PreparedOp {
 
  private:
   K k_;
-  uint32_t in_, out_;
-};
-
-class FloatConvOp final : public PreparedOp {
- public:
-  FloatConvOp(FloatConv2d k, uint32_t in, uint32_t out) : k_(std::move(k)), in_(in), out_(out) {}
-  Status run(Frame& f) override { return k_.run(f.in(in_).data_as<float>(), static_cast<float*>(f.out(out_))); }
-
- private:
-  FloatConv2d k_;
-  uint32_t in_, out_;
-};
-
-class FloatPoolOp final : public PreparedOp {
- public:
-  FloatPoolOp(FloatPool2d k, uint32_t in, uint32_t out) : k_(std::move(k)), in_(in), out_(out) {}
-  Status run(Frame& f) override { return k_.run(f.in(in_).data_as<float>(), static_cast<float*>(f.out(out_))); }
-
- private:
-  FloatPool2d k_;
   uint32_t in_, out_;
 };
 
@@ -522,13 +466,13 @@ Result<std::unique_ptr<PreparedOp>> prepare_op(const QnnGraph& g, const QnnOp& o
     }
     auto k = FloatConv2d::prepare(p, std::span<const float>(w.data_as<float>(), static_cast<size_t>(w.numel())), bias, fp16);
     if (!k.ok()) return status_of(k.status());
-    return std::unique_ptr<PreparedOp>(new FloatConvOp(std::move(k).value(), op.inputs[0], op.outputs[0]));
+    return std::unique_ptr<PreparedOp>(new FloatKernelOp<FloatConv2d>(std::move(k).value(), op.inputs[0], op.outputs[0]));
   }
   if (!fixed && (t == "PoolMax2d" || t == "PoolAvg2d")) {
     KILN_ASSIGN_OR_RETURN(Pool2dParams p, pool_params(g, op, threads));
     auto k = FloatPool2d::prepare(t == "PoolMax2d" ? PoolKind::kMax : PoolKind::kAverage, p, fp16);
     if (!k.ok()) return status_of(k.status());
-    return std::unique_ptr<PreparedOp>(new FloatPoolOp(std::move(k).value(), op.inputs[0], op.outputs[0]));
+    return std::unique_ptr<PreparedOp>(new FloatKernelOp<FloatPool2d>(std::move(k).value(), op.inputs[0], op.outputs[0]));
   }
   if (!fixed && t == "Concat") {
     std::vector<std::optional<Requantize>> none(op.inputs.size());
@@ -584,7 +528,7 @@ Result<std::unique_ptr<PreparedOp>> prepare_op(const QnnGraph& g, const QnnOp& o
     KILN_ASSIGN_OR_RETURN(Encoding be, enc_of(op.inputs[1]));
     auto k = QuantBinary::prepare(bop, shape_of(in0), ie, shape_of(g.tensors[op.inputs[1]]), be, oe, threads);
     if (!k.ok()) return status_of(k.status());
-    return std::unique_ptr<PreparedOp>(new BinaryOpImpl(std::move(k).value(), op.inputs[0], op.inputs[1], op.outputs[0]));
+    return std::unique_ptr<PreparedOp>(new BinaryKernelOp<QuantBinary>(std::move(k).value(), op.inputs[0], op.inputs[1], op.outputs[0]));
   }
   auto weight_bias = [&](std::span<const std::byte>* w, Encoding* we, std::vector<int32_t>* bias,
                          size_t out_channels) -> Status {
@@ -619,7 +563,7 @@ Result<std::unique_ptr<PreparedOp>> prepare_op(const QnnGraph& g, const QnnOp& o
     KILN_RETURN_IF_ERROR(weight_bias(&wb, &we, &bias, static_cast<size_t>(p.out_c)));
     auto k = QuantConv2d::prepare(p, ie, wb, we, bias, oe);
     if (!k.ok()) return status_of(k.status());
-    return std::unique_ptr<PreparedOp>(new ConvOp(std::move(k).value(), op.inputs[0], op.outputs[0]));
+    return std::unique_ptr<PreparedOp>(new UnaryKernelOp<QuantConv2d>(std::move(k).value(), op.inputs[0], op.outputs[0]));
   }
   if (t == "FullyConnected") {
     const QnnTensor& w = g.tensors[op.inputs[1]];
@@ -635,19 +579,19 @@ Result<std::unique_ptr<PreparedOp>> prepare_op(const QnnGraph& g, const QnnOp& o
     KILN_RETURN_IF_ERROR(weight_bias(&wb, &we, &bias, static_cast<size_t>(p.n)));
     auto k = QuantFullyConnected::prepare(p, ie, wb, we, bias, oe);
     if (!k.ok()) return status_of(k.status());
-    return std::unique_ptr<PreparedOp>(new FcOp(std::move(k).value(), op.inputs[0], op.outputs[0]));
+    return std::unique_ptr<PreparedOp>(new UnaryKernelOp<QuantFullyConnected>(std::move(k).value(), op.inputs[0], op.outputs[0]));
   }
   if (t == "PoolMax2d" || t == "PoolAvg2d") {
     KILN_ASSIGN_OR_RETURN(Pool2dParams p, pool_params(g, op, threads));
     auto k = QuantPool2d::prepare(t == "PoolMax2d" ? PoolKind::kMax : PoolKind::kAverage, p, ie, oe);
     if (!k.ok()) return status_of(k.status());
-    return std::unique_ptr<PreparedOp>(new PoolOp(std::move(k).value(), op.inputs[0], op.outputs[0]));
+    return std::unique_ptr<PreparedOp>(new UnaryKernelOp<QuantPool2d>(std::move(k).value(), op.inputs[0], op.outputs[0]));
   }
   if (t == "ReduceMean" || t == "ReduceSum") {
     auto k = QuantReduce::prepare(shape_of(in0), param_ints(op, "axes"), t == "ReduceMean",
                                   param_int(op, "keep_dims", 0) != 0, ie, oe, threads);
     if (!k.ok()) return status_of(k.status());
-    return std::unique_ptr<PreparedOp>(new ReduceOp(std::move(k).value(), op.inputs[0], op.outputs[0]));
+    return std::unique_ptr<PreparedOp>(new UnaryKernelOp<QuantReduce>(std::move(k).value(), op.inputs[0], op.outputs[0]));
   }
   if (t == "Transpose") {
     if (ie.scales != oe.scales || ie.offsets != oe.offsets) return op_error(op, "a transpose must keep its encoding");
@@ -677,7 +621,7 @@ Result<std::unique_ptr<PreparedOp>> prepare_op(const QnnGraph& g, const QnnOp& o
     p.threads = threads;
     auto k = QuantMatMul::prepare(p, ie, be, oe);
     if (!k.ok()) return status_of(k.status());
-    return std::unique_ptr<PreparedOp>(new MatMulOp(std::move(k).value(), op.inputs[0], op.inputs[1], op.outputs[0]));
+    return std::unique_ptr<PreparedOp>(new BinaryKernelOp<QuantMatMul>(std::move(k).value(), op.inputs[0], op.inputs[1], op.outputs[0]));
   }
   if (t == "Softmax") {
     auto k = QuantSoftmax::prepare(shape_of(in0), param_int(op, "axis", -1), ie, oe,
