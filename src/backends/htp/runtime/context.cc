@@ -101,7 +101,7 @@ std::vector<uint8_t> serialize_context(const Context& c) {
   flatbuffers::FlatBufferBuilder b(1 << 16);
   std::vector<flatbuffers::Offset<fb::StaticData>> statics;
   for (const StaticData& s : c.static_data) {
-    b.ForceVectorAlignment(s.bytes().size(), 1, 64);
+    b.ForceVectorAlignment(s.bytes().size(), 1, 32);  // flatbuffers aligns to at most 32
     auto data = b.CreateVector(s.bytes().data(), s.bytes().size());
     statics.push_back(fb::CreateStaticData(b, data));
   }

@@ -49,7 +49,7 @@ Result<Tensor> materialize_static(const QnnTensor& t, const StaticData& data) {
   }
   DType dtype = storage_dtype(t.data_type);
   auto bytes = data.bytes();
-  if (reinterpret_cast<uintptr_t>(bytes.data()) % 64 == 0) {
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % 32 == 0) {
     // Viewed in place (the context keeps the bytes alive).
     auto storage = std::make_shared<ExternalStorage>(bytes.data(), bytes.size(), nullptr);
     return Tensor(dtype, std::move(shape), std::move(storage));
