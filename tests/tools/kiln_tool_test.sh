@@ -307,6 +307,16 @@ expect 0 "htp run" -- "$kiln" run "$work/h.kpte" --inputs "$calib/00.npz" --outp
 contains "htp profile summary" "$out" "profile: HTP graph 'forward'"
 contains "htp dump count" "$out" "intermediate output(s) to $work/hd"
 /usr/bin/python3 -c "import json,sys; d=json.load(open('$work/h.json')); sys.exit(0 if any(e['ph']=='X' for e in d['traceEvents']) else 1)" || { echo "FAIL: the profile is not a Chrome trace"; failures=$((failures + 1)); }
+expect 0 "compare dumps with the float model" -- "$kiln" compare "$src/examples/tinynet.onnx" "$work/hd" --inputs "$calib/00.npz"
+contains "compare table" "$out" "per-layer SQNR of"
+contains "compare last layer" "$out" "last compared layer '_Softmax': SQNR"
+/usr/bin/python3 - "$out" <<'PY' || { echo "FAIL: compare's SQNRs are not those of a working 8a8w model"; failures=$((failures + 1)); }
+import re, sys
+dbs = [float(x) for x in re.findall(r"^  \S+\s+(-?[0-9.]+)(?:\s+NHWC)?\s*$", sys.argv[1], re.M)]
+assert len(dbs) >= 10 and min(dbs) > 25, dbs
+PY
+expect 1 "compare without dumps" -- "$kiln" compare "$src/examples/tinynet.onnx" "$work/empty" --inputs "$calib/00.npz"
+contains "compare without dumps message" "$err" "no dumped tensor in"
 expect 0 "fake-quant reference" -- "$kiln" run "$work/q.kir" --inputs "$calib/00.npz" --interpreter --output-dir "$work/hq"
 expect 0 "htp inspect" -- "$kiln" inspect "$work/h.kpte"
 contains "inspect shows the context" "$out" "HTP context v1 (kiln): SoC SM8650 (V75, 8 MB VTCM), quantized precision"

@@ -40,5 +40,6 @@ void register_partition(CLI::App& app);
 void register_run(CLI::App& app);    ///< kiln run (the runtime; --interpreter for the IR one)
 void register_bench(CLI::App& app);  ///< kiln bench (latency)
 void register_quantize(CLI::App& app);  ///< kiln quantize (post-training quantization)
+void register_compare(CLI::App& app);   ///< kiln compare (dumped layers against the float model)
 
 }  // namespace kiln::tool

@@ -93,7 +93,8 @@ Status lower_method(CompiledMethod& cm, const CompileArgs& args,
       specs = std::move(htp_specs).value();
       bool quantized = false;
       for (const Node* n : cm.program.graph().nodes()) quantized |= n->is_call(OpId::kQuantizePerTensor);
-      if (args.precision == "quantized" && !quantized) {
+      auto precision = htp::precision_from_name(args.precision);
+      if (precision.ok() && *precision == htp::HtpPrecision::kQuantized && !quantized) {
         return invalid_argument("--backend htp: method '{}' ({}) is a float model and the HTP precision is quantized: "
                                 "quantize it (--quant 8a8w --calib DATA, or kiln quantize first), or compile with "
                                 "--precision fp16", cm.name, cm.model);

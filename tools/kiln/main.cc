@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   register_run(app);
   register_bench(app);
   register_quantize(app);
+  register_compare(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
