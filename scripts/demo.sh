@@ -45,4 +45,11 @@ if [[ $model == examples/tinynet.onnx ]]; then
   echo
   echo "== kiln run $quantized --inputs examples/calib/00.npz"
   $kiln run "$quantized" --inputs examples/calib/00.npz
+  echo
+  htp=build/demo-out/tinynet.htp.kpte
+  echo "== kiln compile $quantized --backend htp --soc SM8650 --dim batch=1..1 --profile-level detailed -o $htp"
+  $kiln compile "$quantized" --backend htp --soc SM8650 --dim batch=1..1 --profile-level detailed -o "$htp"
+  echo
+  echo "== kiln run $htp --inputs examples/calib/00.npz --profile build/demo-out/tinynet.htp.trace.json"
+  $kiln run "$htp" --inputs examples/calib/00.npz --profile build/demo-out/tinynet.htp.trace.json
 fi
