@@ -3,6 +3,7 @@
 // runtime's HTP delegate; compared with the fake-quant program on the portable interpreter.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -92,10 +93,13 @@ ExportedProgram quantized(const ExportedProgram& p, const std::vector<quant::Sam
   return std::move(q).value();
 }
 
-std::vector<CompileSpec> specs(bool fp16, bool online = false, QcomChipset soc = QcomChipset::SM8650) {
+std::vector<CompileSpec> specs(bool fp16, bool online = false, QcomChipset soc = QcomChipset::SM8650,
+                               bool fold_relu = true) {
   CompilerSpecArgs args;
   args.online_prepare = online;
-  auto s = generate_qnn_executorch_compiler_spec(soc, generate_htp_compiler_spec(fp16), args);
+  BackendOptions backend = generate_htp_compiler_spec(fp16);
+  backend.htp_options.use_fold_relu = fold_relu;
+  auto s = generate_qnn_executorch_compiler_spec(soc, backend, args);
   EXPECT_TRUE(s.ok()) << s.status().message();
   return to_compile_specs<CompileSpec>(*s);
 }
@@ -205,6 +209,55 @@ TEST(HtpBackend, CapturedCnnNeedsAtMostTwoTransposes) {
   }
   EXPECT_EQ(convs, 2u);
   EXPECT_LE(transposes, 2u);
+}
+
+// An ONNX QDQ model's conv -> q -> dq -> clip(0, 6) -> q, one encoding throughout: with
+// use_fold_relu the clip becomes the conv's output clamp (no ReluMinMax op), and the outputs are
+// bit for bit those of running the clip.
+TEST(HtpBackend, QdqClipFoldsIntoTheConvBitExactly) {
+  ExportedProgram p;
+  testing::GraphBuilder b(p);
+  auto qkw = [](double scale, int64_t zp, DType dtype, int64_t lo, int64_t hi) {
+    return Kwargs{{"scale", scale}, {"zero_point", zp}, {"quant_min", lo}, {"quant_max", hi}, {"dtype", dtype}};
+  };
+  auto qdq = [&](Node* v, double scale, int64_t zp) {
+    Node* q = b.call(OpId::kQuantizePerTensor, {v}, qkw(scale, zp, DType::kU8, 0, 255));
+    return b.call(OpId::kDequantizePerTensor, {q}, qkw(scale, zp, DType::kU8, 0, 255));
+  };
+  Node* x = b.input("x", TensorSpec::of(DType::kF32, {1, 3, 8, 8}));
+  Tensor wq(DType::kI8, {4, 3, 3, 3});
+  std::mt19937 rng(7);
+  for (int64_t i = 0; i < wq.numel(); ++i) wq.mutable_data_as<int8_t>()[i] = static_cast<int8_t>(int(rng() % 255) - 127);
+  Node* w = p.add_constant("w", "w", std::move(wq));
+  Node* dw = b.call(OpId::kDequantizePerTensor, {w}, qkw(0.01, 0, DType::kI8, -127, 127));
+  Node* conv = b.call(OpId::kConvolution, {qdq(x, 0.02, 128), dw, nullptr}, {{"padding", std::vector<int64_t>{1, 1}}});
+  Node* clip = b.call(OpId::kClamp, {qdq(conv, 0.05, 100)}, {{"min", 0.0}, {"max", 6.0}});
+  b.outputs({qdq(clip, 0.05, 100)});
+
+  auto relu_ops = [&](bool fold) {
+    HtpBackend backend;
+    auto blob = backend.preprocess(p, specs(false, false, QcomChipset::SM8650, fold));
+    EXPECT_TRUE(blob.ok()) << blob.status().message();
+    if (!blob.ok()) return -1;
+    auto context = parse_context(blob->processed_bytes);
+    EXPECT_TRUE(context.ok()) << context.status().message();
+    int n = 0;
+    for (const QnnOp& op : context->graphs.at(0).ops) n += op.type == "ReluMinMax";
+    return n;
+  };
+  EXPECT_EQ(relu_ops(true), 0);
+  EXPECT_EQ(relu_ops(false), 1);
+
+  std::vector<Tensor> in = {random_tensor({1, 3, 8, 8}, 11)};
+  std::vector<Tensor> folded = run_on_htp(p.clone(), specs(false, false, QcomChipset::SM8650, true), in);
+  std::vector<Tensor> plain = run_on_htp(p.clone(), specs(false, false, QcomChipset::SM8650, false), in);
+  ASSERT_EQ(folded.size(), 1u);
+  ASSERT_EQ(plain.size(), 1u);
+  EXPECT_EQ(std::memcmp(folded[0].data(), plain[0].data(), plain[0].nbytes()), 0);
+  // Both clamps bite: some outputs are 0 and some 6 (codes 100 and 220).
+  const float* v = folded[0].data_as<float>();
+  EXPECT_NE(std::find(v, v + folded[0].numel(), 0.0f), v + folded[0].numel());
+  EXPECT_NE(std::find_if(v, v + folded[0].numel(), [](float f) { return std::abs(f - 6.0f) < 1e-5f; }), v + folded[0].numel());
 }
 
 TEST(HtpBackend, QuantizedAttentionMatchesFakeQuant) {

@@ -32,6 +32,12 @@ bool is_fused_activation(const Node* n) {
   return n->is_call(OpId::kRelu) || n->is_call(OpId::kRelu6) || n->is_call(OpId::kClamp);
 }
 
+// Ops whose output stage applies a folded activation's clamp (kiln_clamp_min/max).
+bool takes_clamp(const Node* n) {
+  return n->is_call(OpId::kConvolution) || n->is_call(OpId::kLinear) || n->is_call(OpId::kAdd) ||
+         n->is_call(OpId::kSub);
+}
+
 // The QNN type of an unquantized value.
 QnnDataType plain_type(DType dtype, bool fp16) {
   switch (dtype) {
@@ -101,7 +107,7 @@ class Builder {
   std::vector<const QuantAttrs*> quant_;
   std::vector<int32_t> tensor_of_;
   std::deque<QuantAttrs> owned_quant_;  // quant_ points into it (a deque never moves them)
-  std::vector<bool> folded_act_;         // activation folded into its producer's clamp
+  std::vector<Node*> folded_act_;        // activation folded into its producer's clamp
   std::unordered_map<std::string, std::vector<size_t>> static_by_hash_;
 };
 
@@ -150,7 +156,7 @@ Status Builder::fold() {
   alias_.assign(n_ids, nullptr);
   quant_.assign(n_ids, nullptr);
   tensor_of_.assign(n_ids, -1);
-  folded_act_.assign(n_ids, false);
+  folded_act_.assign(n_ids, nullptr);
   std::vector<bool> is_output(n_ids, false);
   if (const Node* out = graph.output_node()) {
     for (const Use& u : out->operands()) is_output[u.value->id()] = true;
@@ -209,8 +215,27 @@ Status Builder::fold() {
     quant_[src->id()] = quant(n);
     if (options_.backend_options.htp_options.use_fold_relu && !is_output[src->id()]) {
       alias_[n->id()] = src;
-      folded_act_[src->id()] = true;
+      folded_act_[src->id()] = n;
     }
+  }
+  // conv/linear/add (-> q -> dq) -> relu/clamp -> q with one encoding throughout (a QDQ model): the
+  // activation clamps the producer's codes, q(clamp(dq(c), lo, hi)) = clamp(c, q(lo), q(hi)),
+  // so the producer's output stage does it, bit for bit.
+  if (!options_.backend_options.htp_options.use_fold_relu) return Status::Ok();
+  for (Node* n : graph.nodes()) {
+    if (n->op() != OpKind::kCallFunction || !is_fused_activation(n) || quant(n) == nullptr) continue;
+    Node* src = resolve(n->input(0));
+    if (!takes_clamp(src) || quant(src) == nullptr || *quant(src) != *quant(n) ||
+        folded_act_[src->id()] != nullptr || is_output[src->id()]) {
+      continue;
+    }
+    bool chain = true;  // every value between the producer and the activation feeds only the next
+    for (Node* x = n->input(0); x != nullptr; x = x == src ? nullptr : alias_[x->id()]) {
+      chain = chain && x->num_users() == 1 && !is_output[x->id()];
+    }
+    if (!chain) continue;
+    alias_[n->id()] = src;
+    folded_act_[src->id()] = n;
   }
   return Status::Ok();
 }
@@ -375,8 +400,8 @@ void Builder::add_op(const Node* n, std::string type, std::vector<uint32_t> ins,
 }
 
 Status Builder::add_clamp_params(Node* producer, std::vector<QnnParam>* params) {
-  if (!folded_act_[producer->id()]) return Status::Ok();
-  Node* act = producer->users().front();
+  Node* act = folded_act_[producer->id()];
+  if (act == nullptr) return Status::Ok();
   double lo = 0, hi = std::numeric_limits<double>::infinity();
   if (act->is_call(OpId::kRelu6)) hi = 6;
   if (act->is_call(OpId::kClamp)) {
