@@ -9,6 +9,7 @@
 #include "backends.h"
 #include "commands.h"
 #include "kiln/backends/demo/demo_backend.h"
+#include "kiln/backends/htp/capture.h"
 #include "kiln/backends/htp/htp_backend.h"
 #include "kiln/quant/quantizer.h"
 #include "kiln/quant/report.h"
@@ -98,6 +99,9 @@ Status lower_method(CompiledMethod& cm, const CompileArgs& args,
         return invalid_argument("--backend htp: method '{}' ({}) is a float model and the HTP precision is quantized: "
                                 "quantize it (--quant 8a8w --calib DATA, or kiln quantize first), or compile with "
                                 "--precision fp16", cm.name, cm.model);
+      }
+      if (Status s = htp::recompose_for_partition(cm.program); !s.ok()) {
+        return s.with_context(fmt::format("{} (method '{}')", cm.model, cm.name));
       }
     }
     if (backend == demo::kBackendId) {

@@ -129,6 +129,33 @@ TEST(HtpCapture, FloatTransformerBlockKeepsOutputs) {
   testing::expect_tensors_near(before, testing::run_program(p, inputs), 1e-5);
 }
 
+// What `kiln compile --backend htp` runs on the whole program before partitioning: an ONNX
+// Gemm's permute + addmm of a dequantized weight becomes linear (which the HTP takes), and
+// the program still runs on the interpreter with the same outputs.
+TEST(HtpCapture, RecomposeForPartitionTurnsGemmIntoLinear) {
+  ExportedProgram p;
+  GraphBuilder b(p);
+  Node* x = b.input("x", f32({2, 4}));
+  Tensor wq(DType::kI8, {3, 4});
+  for (int64_t i = 0; i < wq.numel(); ++i) wq.mutable_data_as<int8_t>()[i] = static_cast<int8_t>(i * 7 % 11 - 5);
+  Node* w = p.add_constant("w", "w", std::move(wq));
+  Node* dw = b.call(OpId::kDequantizePerTensor, {w},
+                    {{"scale", 0.1}, {"zero_point", 0}, {"quant_min", -127}, {"quant_max", 127}, {"dtype", DType::kI8}});
+  Node* wt = b.call(OpId::kPermute, {dw}, {{"dims", Ints{1, 0}}});
+  Node* c = b.call(OpId::kCast, {x}, {{"dtype", DType::kF32}});  // redundant: removed too
+  b.outputs({b.call(OpId::kAddmm, {b.param("bias", {3}), c, wt})});
+  auto inputs = testing::sample_inputs(p);
+  auto before = testing::run_program(p, inputs);
+  Status s = recompose_for_partition(p);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(count_op(p, OpId::kLinear), 1u) << print_kir(p);
+  EXPECT_EQ(count_op(p, OpId::kAddmm), 0u);
+  EXPECT_EQ(count_op(p, OpId::kPermute), 0u);
+  EXPECT_EQ(count_op(p, OpId::kCast), 0u);
+  EXPECT_EQ(count_op(p, OpId::kDequantizePerTensor), 1u);
+  testing::expect_tensors_near(before, testing::run_program(p, inputs), 0);
+}
+
 TEST(HtpCapture, UnknownPassConfigIsAnError) {
   ExportedProgram p = small_cnn();
   std::string before = print_kir(p);

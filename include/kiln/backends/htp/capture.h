@@ -58,6 +58,13 @@ struct CaptureOptions {
                                      const std::set<std::string>& custom_pass_config = {},
                                      const CaptureOptions& options = {});
 
+/// The capture passes that only recompose what an export decomposed (RemoveRedundancy,
+/// RecomposePixelUnshuffle, RecomposeRmsNorm, ConvertToLinear, ConvertPReLU, ConvertBmmToMatmul),
+/// for the whole program before it is partitioned, as ExecuTorch captures the whole program
+/// first: the partitioner then sees linear instead of permute + addmm, and so on. The result
+/// stays runnable by the portable interpreter, with the same outputs.
+[[nodiscard]] Status recompose_for_partition(ExportedProgram& program);
+
 /// Every linear(x, w[N, K], b) with x of rank 2 or 3 becomes a 1x1 convolution between
 /// reshapes / transposes (ExecuTorch's convert_linear_to_conv2d); outputs unchanged.
 [[nodiscard]] Status convert_linear_to_conv2d(ExportedProgram& program);

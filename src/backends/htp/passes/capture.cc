@@ -51,6 +51,18 @@ Status capture_program(ExportedProgram& program, const std::set<std::string>& cu
   return Status::Ok();
 }
 
+Status recompose_for_partition(ExportedProgram& program) {
+  PassManager pm;
+  pm.add("RemoveRedundancy", remove_redundancy);
+  pm.add("RecomposePixelUnshuffle", recompose_pixel_unshuffle);
+  pm.add("RecomposeRmsNorm", recompose_rms_norm);
+  pm.add("ConvertToLinear", convert_to_linear);
+  pm.add("ConvertPReLU", convert_prelu);
+  pm.add("ConvertBmmToMatmul", convert_bmm_to_matmul);
+  Result<bool> ran = pm.run(program);
+  return ran.ok() ? Status::Ok() : ran.status();
+}
+
 Status convert_linear_to_conv2d(ExportedProgram& program) {
   Result<bool> r = linear_to_conv2d(program);
   return r.ok() ? Status::Ok() : r.status();
