@@ -382,10 +382,19 @@ Status ConvEngine::run_onednn(const void* in, void* out) {
               std::memset(d, pad, static_cast<size_t>(left));
               std::memset(d + left + inner, pad, static_cast<size_t>(right));
               const T* xr = x + ((row / hp) * p.in_h + y) * inner;
-              const int64_t bias = in_shift;
               uint8_t* dst = d + left;
-              for (int64_t i = 0; i < inner; ++i) {
-                dst[i] = static_cast<uint8_t>((static_cast<int64_t>(xr[i]) + bias) >> shift);
+              if constexpr (sizeof(T) == 1) {
+                // One plane: u8 as is, i8 shifted by 128 (its top bit flipped).
+                if (in_shift == 0) {
+                  std::memcpy(dst, xr, static_cast<size_t>(inner));
+                } else {
+                  for (int64_t i = 0; i < inner; ++i) dst[i] = static_cast<uint8_t>(xr[i]) ^ 0x80;
+                }
+              } else {
+                const int64_t bias = in_shift;
+                for (int64_t i = 0; i < inner; ++i) {
+                  dst[i] = static_cast<uint8_t>((static_cast<int64_t>(xr[i]) + bias) >> shift);
+                }
               }
             }
           });

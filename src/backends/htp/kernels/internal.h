@@ -137,6 +137,7 @@ struct OutputStage {
  private:
   void requant_row(const int64_t* acc, int64_t channels, void* out, int64_t offset) const;
   std::vector<int64_t> half_;
+  std::vector<int32_t> mult_32_, rshift_32_;  // the AVX-512 fast form's operands
   bool medium_ = false;
 };
 
