@@ -1,7 +1,8 @@
-// bench_htp_kernels [RUNS]: median and min time of the HTP kernels on model-sized shapes, at 1
-// and 2 threads: resnet18 layer1's 3x3 conv (56x56x64 -> 64) with 8- and 16-bit activations and
-// 8/16-bit weights, mobilenet_v2 depthwise and pointwise convs, a fully connected layer, add,
-// a lookup table and average pooling.
+// bench_htp_kernels [RUNS [FILTER]]: median and min time of the HTP kernels on model-sized
+// shapes, at 1 and 2 threads: resnet18 layer1's 3x3 conv (56x56x64 -> 64) with 8- and 16-bit
+// activations and 8/16-bit weights, mobilenet_v2 depthwise and pointwise convs, a fully connected
+// layer, elementwise binary ops (same shape and broadcast), a lookup table, pooling, quantize and
+// dequantize. FILTER keeps the benchmarks whose name contains it.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,8 +22,10 @@ using namespace kiln::htp;
 namespace {
 
 int g_runs = 30;
+std::string g_filter;
 
 void report(const std::string& name, int threads, const std::function<void()>& fn) {
+  if (name.find(g_filter) == std::string::npos) return;
   fn();  // warm up (first-touch, oneDNN's first execution)
   std::vector<double> ms;
   for (int i = 0; i < g_runs; ++i) {
@@ -92,10 +95,95 @@ void bench_conv(const char* name, Conv2dParams p, DType act, DType wdt, int64_t 
   }
 }
 
+// The ops around the convs of resnet18 / mobilenet_v2 int8: adds of two activations with their
+// own scales (same shape, per-channel row and scalar broadcast), the stem's max pool, quantize
+// of the input and dequantize of an output.
+void bench_elementwise(std::mt19937& gen) {
+  const int64_t n = 56 * 56 * 64;
+  std::vector<int64_t> shape = {1, 56, 56, 64}, row = {64}, scalar = {1};
+  Encoding ea = make_encoding(DType::kU8, 0.021f, 131), eb = make_encoding(DType::kU8, 0.037f, 120);
+  Encoding eo = make_encoding(DType::kU8, 0.045f, 125);
+  Encoding ea16 = make_encoding(DType::kU16, 0.0011f, 31000);
+  Encoding eb16 = make_encoding(DType::kU16, 0.0017f, 29000);
+  Encoding eo16 = make_encoding(DType::kU16, 0.0021f, 30500);
+  auto a = random_codes<uint8_t>(static_cast<size_t>(n), 0, 255, gen);
+  auto b = random_codes<uint8_t>(static_cast<size_t>(n), 0, 255, gen);
+  auto a16 = random_codes<uint16_t>(static_cast<size_t>(n), 0, 65535, gen);
+  auto b16 = random_codes<uint16_t>(static_cast<size_t>(n), 0, 65535, gen);
+  std::vector<uint8_t> y(static_cast<size_t>(n));
+  std::vector<uint16_t> y16(static_cast<size_t>(n));
+  for (int threads : {1, 2}) {
+    struct Case {
+      const char* name;
+      BinaryOp op;
+      std::vector<int64_t> b_shape;
+    };
+    const Case cases[] = {{"add", BinaryOp::kAdd, shape},
+                          {"add row-broadcast [64]", BinaryOp::kAdd, row},
+                          {"add scalar-broadcast", BinaryOp::kAdd, scalar},
+                          {"multiply", BinaryOp::kMultiply, shape},
+                          {"maximum", BinaryOp::kMaximum, shape}};
+    for (const Case& c : cases) {
+      auto k8 = QuantBinary::prepare(c.op, shape, ea, c.b_shape, eb, eo, threads);
+      if (k8.ok()) {
+        report(std::string("binary ") + c.name + " 56x56x64 u8 (own scales)", threads,
+               [&] { (void)k8->run(a.data(), b.data(), y.data()); });
+      }
+      auto k16 = QuantBinary::prepare(c.op, shape, ea16, c.b_shape, eb16, eo16, threads);
+      if (k16.ok()) {
+        report(std::string("binary ") + c.name + " 56x56x64 u16 (own scales)", threads,
+               [&] { (void)k16->run(a16.data(), b16.data(), y16.data()); });
+      }
+    }
+
+    // resnet18's stem pool: 112x112x64 -> 56x56x64, 3x3 stride 2 pad 1.
+    Pool2dParams pp;
+    pp.in_h = pp.in_w = 112;
+    pp.channels = 64;
+    pp.kernel_h = pp.kernel_w = 3;
+    pp.stride_h = pp.stride_w = 2;
+    pp.pad_top = pp.pad_left = pp.pad_bottom = pp.pad_right = 1;
+    pp.threads = threads;
+    auto x = random_codes<uint8_t>(112 * 112 * 64, 0, 255, gen);
+    auto x16 = random_codes<uint16_t>(112 * 112 * 64, 0, 65535, gen);
+    for (PoolKind kind : {PoolKind::kMax, PoolKind::kAverage}) {
+      const std::string kn = kind == PoolKind::kMax ? "max_pool" : "avg_pool";
+      auto p8 = QuantPool2d::prepare(kind, pp, ea, kind == PoolKind::kMax ? ea : eo);
+      if (p8.ok()) {
+        report(kn + " 3x3 s2 112x112x64 u8", threads, [&] { (void)p8->run(x.data(), y.data()); });
+      }
+      auto p16 = QuantPool2d::prepare(kind, pp, ea16, kind == PoolKind::kMax ? ea16 : eo16);
+      if (p16.ok()) {
+        report(kn + " 3x3 s2 112x112x64 u16", threads,
+               [&] { (void)p16->run(x16.data(), y16.data()); });
+      }
+    }
+
+    // The input quantize (1x224x224x3) and a dequantize of 56x56x64 codes.
+    std::uniform_real_distribution<float> d(-2.5f, 2.5f);
+    std::vector<float> img(224 * 224 * 3), f(static_cast<size_t>(n));
+    for (auto& v : img) v = d(gen);
+    std::vector<uint8_t> qimg(img.size());
+    std::vector<uint16_t> qimg16(img.size());
+    std::vector<int64_t> img_shape = {1, 224, 224, 3};
+    Encoding ein = make_encoding(DType::kU8, 0.0187f, 114);
+    Encoding ein16 = make_encoding(DType::kU16, 0.0000763f, 32768);
+    report("quantize f32->u8 1x224x224x3", threads,
+           [&] { (void)quantize(img.data(), qimg.data(), img_shape, ein, threads); });
+    report("quantize f32->u16 1x224x224x3", threads,
+           [&] { (void)quantize(img.data(), qimg16.data(), img_shape, ein16, threads); });
+    report("dequantize u8->f32 56x56x64", threads,
+           [&] { (void)dequantize(a.data(), f.data(), shape, ea, threads); });
+    report("dequantize u16->f32 56x56x64", threads,
+           [&] { (void)dequantize(a16.data(), f.data(), shape, ea16, threads); });
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc > 1) g_runs = std::max(1, std::atoi(argv[1]));
+  if (argc > 2) g_filter = argv[2];
   std::mt19937 gen(1);
   Conv2dParams r18;
   r18.in_h = r18.in_w = 56;
@@ -183,5 +271,6 @@ int main(int argc, char** argv) {
     if (mp.ok())
       report("max_pool 3x3 s2 56x56x64 u8", threads, [&] { (void)mp->run(a.data(), s.data()); });
   }
+  bench_elementwise(gen);
   return 0;
 }

@@ -3,6 +3,7 @@
 #include <numbers>
 
 #include "internal.h"
+#include "simd_avx512.h"
 
 namespace kiln::htp {
 
@@ -171,6 +172,134 @@ std::vector<int64_t> broadcast_strides(std::span<const int64_t> shape, size_t r)
   return s;
 }
 
+// ---- the AVX-512 form of add / subtract / maximum / minimum / multiply
+//
+// The same integers as compute(), 16 lanes at a time: a' = requantize((q_a - zp_a) << L, ma) is
+// round_half_away((q_a - zp_a) * M' / 2^t) with the trailing zero bits of the Q31 mantissa
+// shifted out (M = M' 2^z, t = 31 - shift - L - z), through vpmuldq; r = a' op b' fits int32
+// (|a'|, |b'| <= 2^30 - 2^14); the output stage is requantize_fast on r, clamped in int64.
+
+// How one input's a' is computed from d = q - zp.
+struct InputRq {
+  enum Kind { kNone, kZero, kMul, kRound } kind = kNone;  // kNone: no exact vector form
+  int64_t c = 0;  // kMul: a' = d * c; kRound: round_half_away(d * c / 2^t)
+  int64_t t = 0;
+};
+
+InputRq input_rq(FixedPointMultiplier m, int shift_l) {
+  InputRq r;
+  const int64_t n = 31 - static_cast<int64_t>(m.shift);
+  // |(d << L) * M| < 2^62 <= 2^(n-1): requantize rounds it to 0.
+  if (m.multiplier == 0 || n >= 63) {
+    r.kind = InputRq::kZero;
+    return r;
+  }
+  if (m.multiplier < 0 || n < 1) return r;
+  int64_t c = m.multiplier, t = n - shift_l;
+  while (t > 0 && (c & 1) == 0) {
+    c >>= 1;
+    --t;
+  }
+  if (t <= 0) {
+    if (-t > 30 || (c << -t) >= (int64_t{1} << 31)) return r;
+    r.kind = InputRq::kMul;
+    r.c = c << -t;
+    return r;
+  }
+  if (t > 62) return r;
+  r.kind = InputRq::kRound;
+  r.c = c;
+  r.t = t;
+  return r;
+}
+
+struct BinaryVec {
+  BinaryOp op = BinaryOp::kAdd;
+  InputRq ra, rb;
+  int32_t zpa = 0, zpb = 0;
+  int64_t mult = 0, n = 0;  // the output multiplier's fast form
+  int32_t zo = 0;
+  int64_t qmin = 0, qmax = 0;
+};
+
+struct InputVec {
+  InputRq::Kind kind;
+  __m512i zp, c, half;
+  __m128i t;
+};
+
+KILN_AVX512 inline InputVec input_vec(const InputRq& r, int32_t zp) {
+  InputVec v;
+  v.kind = r.kind;
+  v.zp = _mm512_set1_epi32(zp);
+  v.c = _mm512_set1_epi32(static_cast<int32_t>(r.c));
+  v.half = _mm512_set1_epi64(r.kind == InputRq::kRound ? int64_t{1} << (r.t - 1) : 0);
+  v.t = _mm_cvtsi64_si128(r.t);
+  return v;
+}
+
+// a' of 16 codes (int32 lanes).
+KILN_AVX512 inline __m512i scale_input(__m512i q, const InputVec& v) {
+  const __m512i d = _mm512_sub_epi32(q, v.zp);
+  switch (v.kind) {
+    case InputRq::kMul:
+      return _mm512_mullo_epi32(d, v.c);
+    case InputRq::kRound: {
+      __m512i e, o;
+      detail::avx512::mul_round_shift(d, v.c, v.half, v.t, &e, &o);
+      return detail::avx512::pack_even_odd(e, o);
+    }
+    default:
+      return _mm512_setzero_si512();
+  }
+}
+
+// One row: a and b advance with the output or stay on their first element (splat).
+template <typename A, typename B, typename O>
+KILN_AVX512 void binary_row_avx512(const BinaryVec& bv, const A* xa, bool a_splat, const B* xb,
+                                   bool b_splat, O* y, int64_t len) {
+  namespace v = detail::avx512;
+  const InputVec va = input_vec(bv.ra, bv.zpa), vb = input_vec(bv.rb, bv.zpb);
+  const v::OutputRq orq = v::output_rq(bv.mult, bv.n, bv.zo, bv.qmin, bv.qmax);
+  const bool mul = bv.op == BinaryOp::kMultiply;
+  // A splat input's operand is computed once.
+  __m512i sa = _mm512_set1_epi32(static_cast<int32_t>(xa[0]));
+  __m512i sb = _mm512_set1_epi32(static_cast<int32_t>(xb[0]));
+  sa = mul ? _mm512_sub_epi32(sa, va.zp) : scale_input(sa, va);
+  sb = mul ? _mm512_sub_epi32(sb, vb.zp) : scale_input(sb, vb);
+  for (int64_t i = 0; i < len; i += 16) {
+    const __mmask16 k = v::lanes16(len - i);
+    __m512i x = sa, z = sb;
+    if (!a_splat) {
+      x = v::load16(xa + i, k);
+      x = mul ? _mm512_sub_epi32(x, va.zp) : scale_input(x, va);
+    }
+    if (!b_splat) {
+      z = v::load16(xb + i, k);
+      z = mul ? _mm512_sub_epi32(z, vb.zp) : scale_input(z, vb);
+    }
+    __m512i r;
+    switch (bv.op) {
+      case BinaryOp::kAdd:
+        r = _mm512_add_epi32(x, z);
+        break;
+      case BinaryOp::kSubtract:
+        r = _mm512_sub_epi32(x, z);
+        break;
+      case BinaryOp::kMaximum:
+        r = _mm512_max_epi32(x, z);
+        break;
+      case BinaryOp::kMinimum:
+        r = _mm512_min_epi32(x, z);
+        break;
+      default:
+        r = _mm512_mullo_epi32(x, z);
+        break;
+    }
+    v::store16(y + i, v::requantize_output16(r, orq), k);
+  }
+}
+
 }  // namespace
 
 Result<QuantBinary> QuantBinary::prepare(BinaryOp op, std::span<const int64_t> a_shape,
@@ -298,6 +427,32 @@ Status QuantBinary::run(const void* a, const void* b, void* out) const {
   const int64_t lo_o = detail::storage_range(out_.dtype).lo;
   const bool fast_sum =
       op_ != BinaryOp::kMultiply && op_ != BinaryOp::kDivide && detail::fast_requant_ok(mo_);
+  // The AVX-512 form, when every step has an exact vector form (see binary_row_avx512).
+  BinaryVec bv;
+  bv.op = op_;
+  bv.ra = input_rq(ma_, shift_);
+  bv.rb = input_rq(mb_, shift_);
+  bv.zpa = a_.zero_point();
+  bv.zpb = b_.zero_point();
+  bv.mult = mo_.multiplier;
+  bv.n = 31 - mo_.shift;
+  bv.zo = out_.zero_point();
+  bv.qmin = out_.qmin;
+  bv.qmax = out_.qmax;
+  bool vec = detail::has_avx512() && detail::fast_requant_ok(mo_) && (ia | 1) == 1 &&
+             (ib | 1) == 1;
+  if (op_ == BinaryOp::kMultiply) {
+    // |(q_a - zp_a) (q_b - zp_b)| < 2^31 over the storage ranges (the product is int32).
+    const auto centered = [](const Encoding& e) {
+      const Range r = detail::storage_range(e.dtype);
+      return std::max<int64_t>(r.hi - e.zero_point(), e.zero_point() - r.lo);
+    };
+    vec = vec && centered(a_) * centered(b_) < (int64_t{1} << 31);
+  } else if (op_ == BinaryOp::kDivide) {
+    vec = false;
+  } else {
+    vec = vec && bv.ra.kind != InputRq::kNone && bv.rb.kind != InputRq::kNone;
+  }
   detail::dispatch_storage(a_.dtype, [&](auto ta) {
     using A = decltype(ta);
     detail::dispatch_storage(b_.dtype, [&](auto tb) {
@@ -308,7 +463,10 @@ Status QuantBinary::run(const void* a, const void* b, void* out) const {
         const B* pb = static_cast<const B*>(b);
         O* po = static_cast<O*>(out);
         // Chunks of the flat output, so one long row splits across threads too.
-        detail::parallel_for(threads_, outer * inner, 16384, [&](int64_t begin, int64_t end) {
+        // The vector form does ~16 elements per few ns: bigger chunks keep small tensors on
+        // one thread.
+        const int64_t min_chunk = vec ? 65536 : 16384;
+        detail::parallel_for(threads_, outer * inner, min_chunk, [&](int64_t begin, int64_t end) {
           for (int64_t pos = begin; pos < end;) {
             const int64_t o = pos / inner, i0 = pos % inner;
             const int64_t i1 = std::min(inner, i0 + (end - pos));
@@ -324,7 +482,9 @@ Status QuantBinary::run(const void* a, const void* b, void* out) const {
             const B* xb = pb + ob + i0 * ib;
             O* y = po + o * inner + i0;
             const int64_t len = i1 - i0;
-            if (!table_.empty()) {
+            if (vec) {
+              binary_row_avx512(bv, xa, ia == 0, xb, ib == 0, y, len);
+            } else if (!table_.empty()) {
               const uint16_t* t = table_.data();
               for (int64_t i = 0; i < len; ++i) {
                 const size_t k =
