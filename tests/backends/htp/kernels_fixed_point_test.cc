@@ -205,6 +205,27 @@ TEST(HtpQuantize, BitIdenticalToPortableKernel) {
   }
 }
 
+TEST(HtpDequantize, PerTensorMatchesDequantizeValue) {
+  Rng rng(4);
+  for (DType dtype : {DType::kU8, DType::kI8, DType::kU16, DType::kI16, DType::kI32}) {
+    for (int64_t n : {1, 15, 16, 64, 65, 1000, 70001}) {
+      auto [lo, hi] = storage(dtype);
+      const float scale = static_cast<float>(std::exp(rng.real(-12, 3)));
+      const int32_t zp = static_cast<int32_t>(dtype == DType::kI32 ? rng.uniform(-1000, 1000)
+                                                                   : rng.zero_point(lo, hi));
+      auto codes = rng.codes(static_cast<size_t>(n), dtype == DType::kI32 ? -1000000 : lo,
+                             dtype == DType::kI32 ? 1000000 : hi);
+      auto in = to_bytes(codes, dtype);
+      std::vector<float> out(static_cast<size_t>(n));
+      std::vector<int64_t> shape = {n};
+      ASSERT_TRUE(dequantize(in.data(), out.data(), shape, make_encoding(dtype, scale, zp), 2).ok());
+      for (size_t i = 0; i < codes.size(); ++i) {
+        ASSERT_EQ(out[i], dequantize_value(codes[i], scale, zp)) << dtype_name(dtype) << " " << i;
+      }
+    }
+  }
+}
+
 TEST(HtpQuantize, PerAxisAndDequantize) {
   // shape [2, 3, 2], axis 1: three channels.
   Encoding enc = make_per_axis_encoding(DType::kI8, {0.5f, 1.0f, 2.0f}, {0, 1, -1}, 1, -128, 127);

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "internal.h"
+#include "simd_avx512.h"
 
 namespace kiln::htp {
 
@@ -235,6 +236,43 @@ Result<AxisWalk> axis_walk(std::span<const int64_t> shape, const Encoding& enc,
   return w;
 }
 
+// quantize_value over a run of one encoding, 16 lanes at a time: the same f32 steps (x * (1/s),
+// vrndscaleps to nearest even as nearbyint under the default rounding mode, + float(zp)), then
+// the scalar's comparisons (NaN and anything not above qmin give qmin). 8/16-bit codes only
+// (their qmin, qmax are exact floats).
+template <typename T>
+KILN_AVX512 void quantize_run_avx512(const float* in, T* out, int64_t n, float inv_scale,
+                                     int32_t zero_point, int64_t qmin, int64_t qmax) {
+  namespace v = detail::avx512;
+  const __m512 inv = _mm512_set1_ps(inv_scale), zp = _mm512_set1_ps(static_cast<float>(zero_point));
+  const __m512 lo = _mm512_set1_ps(static_cast<float>(qmin)),
+               hi = _mm512_set1_ps(static_cast<float>(qmax));
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = v::lanes16(n - i);
+    const __m512 x = _mm512_maskz_loadu_ps(k, in + i);
+    const __m512 r = _mm512_add_ps(
+        _mm512_roundscale_ps(_mm512_mul_ps(x, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+        zp);
+    const __mmask16 above = _mm512_cmp_ps_mask(r, lo, _CMP_GT_OQ);
+    const __m512 c = _mm512_mask_mov_ps(lo, above, _mm512_min_ps(r, hi));
+    v::store16(out + i, _mm512_cvtps_epi32(c), k);
+  }
+}
+
+// dequantize_value over a run: q - zp is exact in int32 and in f32 (|q - zp| < 2^17).
+template <typename T>
+KILN_AVX512 void dequantize_run_avx512(const T* in, float* out, int64_t n, float scale,
+                                       int32_t zero_point) {
+  namespace v = detail::avx512;
+  const __m512 s = _mm512_set1_ps(scale);
+  const __m512i zp = _mm512_set1_epi32(zero_point);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = v::lanes16(n - i);
+    const __m512i d = _mm512_sub_epi32(v::load16(in + i, k), zp);
+    _mm512_mask_storeu_ps(out + i, k, _mm512_mul_ps(_mm512_cvtepi32_ps(d), s));
+  }
+}
+
 }  // namespace
 
 Status quantize(const float* in, void* out, std::span<const int64_t> shape, const Encoding& enc,
@@ -244,6 +282,22 @@ Status quantize(const float* in, void* out, std::span<const int64_t> shape, cons
   detail::dispatch_storage(enc.dtype, [&](auto tag) {
     using T = decltype(tag);
     T* po = static_cast<T*>(out);
+    if (!enc.is_per_axis()) {
+      // One encoding: chunks of the flat tensor (a few hundred KB stay on one thread).
+      const float s = enc.scale();
+      const int32_t zp = enc.zero_point();
+      const bool vec = sizeof(T) <= 2 && detail::has_avx512();
+      detail::parallel_for(threads, w.inner, 65536, [&](int64_t b, int64_t e) {
+        if (vec) {
+          quantize_run_avx512(in + b, po + b, e - b, 1.0f / s, zp, enc.qmin, enc.qmax);
+          return;
+        }
+        for (int64_t i = b; i < e; ++i) {
+          po[i] = static_cast<T>(quantize_value(in[i], s, zp, enc.qmin, enc.qmax));
+        }
+      });
+      return;
+    }
     detail::parallel_for(
         threads, w.outer * w.count, std::max<int64_t>(1, 16384 / std::max<int64_t>(w.inner, 1)),
         [&](int64_t b, int64_t e) {
@@ -268,6 +322,22 @@ Status dequantize(const void* in, float* out, std::span<const int64_t> shape, co
   detail::dispatch_storage(enc.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* pi = static_cast<const T*>(in);
+    if (!enc.is_per_axis()) {
+      // One encoding: chunks of the flat tensor.
+      const float s = enc.scale();
+      const int64_t zp = enc.zero_point();
+      const bool vec = sizeof(T) <= 2 && detail::has_avx512();
+      detail::parallel_for(threads, w.inner, 65536, [&](int64_t b, int64_t e) {
+        if (vec) {
+          dequantize_run_avx512(pi + b, out + b, e - b, s, static_cast<int32_t>(zp));
+          return;
+        }
+        for (int64_t i = b; i < e; ++i) {
+          out[i] = static_cast<float>(static_cast<int64_t>(pi[i]) - zp) * s;
+        }
+      });
+      return;
+    }
     detail::parallel_for(threads, w.outer * w.count,
                          std::max<int64_t>(1, 16384 / std::max<int64_t>(w.inner, 1)),
                          [&](int64_t b, int64_t e) {
