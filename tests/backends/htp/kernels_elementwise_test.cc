@@ -376,9 +376,9 @@ TEST(HtpPool2d, OutputSizesFollowTorch) {
   EXPECT_EQ(p.out_h(), 3);
 }
 
-TEST(HtpPool2d, RandomBitExact) {
-  Rng rng(23);
-  for (int i = 0; i < 160; ++i) {
+void random_pools(uint64_t seed, int cases, const std::vector<int64_t>& channels) {
+  Rng rng(seed);
+  for (int i = 0; i < cases; ++i) {
     const PoolKind kind = i % 2 ? PoolKind::kMax : PoolKind::kAverage;
     rng.dyadic = i % 6 == 5;
     PoolRef r;
@@ -387,7 +387,7 @@ TEST(HtpPool2d, RandomBitExact) {
       p.batch = rng.uniform(1, 2);
       p.in_h = rng.uniform(1, 9);
       p.in_w = rng.uniform(1, 9);
-      p.channels = rng.uniform(1, 17);
+      p.channels = rng.pick(channels);
       p.kernel_h = rng.uniform(1, 4);
       p.kernel_w = rng.uniform(1, 4);
       p.stride_h = rng.uniform(1, 3);
@@ -421,6 +421,17 @@ TEST(HtpPool2d, RandomBitExact) {
       ASSERT_LE(std::abs(got[k] - fake_quant(real[k], r.out)), 1) << "case " << i;
     }
   }
+}
+
+TEST(HtpPool2d, RandomBitExact) {
+  std::vector<int64_t> channels(17);
+  for (int64_t c = 1; c <= 17; ++c) channels[static_cast<size_t>(c - 1)] = c;
+  random_pools(23, 160, channels);
+}
+
+TEST(HtpPool2d, WideChannelsBitExact) {
+  // Whole 64-byte vectors of channels and tails (the AVX-512 max).
+  random_pools(27, 120, {31, 32, 33, 63, 64, 65, 100, 128, 130});
 }
 
 TEST(HtpPool2d, Errors) {

@@ -1,7 +1,9 @@
 // Quantized pooling (NHWC) and reductions over arbitrary axes.
 #include <cstring>
+#include <type_traits>
 
 #include "internal.h"
+#include "simd_avx512.h"
 
 namespace kiln::htp {
 
@@ -18,6 +20,65 @@ int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t pad_begin, int64_t pa
   // torch: the last window must start inside the input or the leading padding.
   if (ceil_mode && (out - 1) * s >= in + pad_begin) --out;
   return out;
+}
+
+// 64 bytes of 8- or 16-bit codes: masked load, max, min and splat by element type.
+template <typename I>
+KILN_AVX512 inline __m512i load64(const I* p, uint64_t k) {
+  if constexpr (sizeof(I) == 1) {
+    return _mm512_maskz_loadu_epi8(k, p);
+  } else {
+    return _mm512_maskz_loadu_epi16(static_cast<__mmask32>(k), p);
+  }
+}
+
+template <typename I>
+KILN_AVX512 inline __m512i vmax(__m512i a, __m512i b) {
+  if constexpr (std::is_same_v<I, uint8_t>) return _mm512_max_epu8(a, b);
+  if constexpr (std::is_same_v<I, int8_t>) return _mm512_max_epi8(a, b);
+  if constexpr (std::is_same_v<I, uint16_t>) return _mm512_max_epu16(a, b);
+  if constexpr (std::is_same_v<I, int16_t>) return _mm512_max_epi16(a, b);
+}
+
+template <typename I>
+KILN_AVX512 inline __m512i vmin(__m512i a, __m512i b) {
+  if constexpr (std::is_same_v<I, uint8_t>) return _mm512_min_epu8(a, b);
+  if constexpr (std::is_same_v<I, int8_t>) return _mm512_min_epi8(a, b);
+  if constexpr (std::is_same_v<I, uint16_t>) return _mm512_min_epu16(a, b);
+  if constexpr (std::is_same_v<I, int16_t>) return _mm512_min_epi16(a, b);
+}
+
+template <typename I>
+KILN_AVX512 inline __m512i splat(int64_t v) {
+  if constexpr (sizeof(I) == 1) {
+    return _mm512_set1_epi8(static_cast<char>(v));
+  } else {
+    return _mm512_set1_epi16(static_cast<int16_t>(v));
+  }
+}
+
+// The maximum of a rows x cols window of NHWC pixels (`src` its top-left pixel), 64 bytes of
+// channels at a time, clamped to [lo, hi] and stored at dst (c codes).
+template <typename I>
+KILN_AVX512 void window_max_avx512(const I* src, int64_t rows, int64_t cols, int64_t row_stride,
+                                   int64_t c, int64_t lo, int64_t hi, I* dst) {
+  constexpr int64_t kLanes = 64 / sizeof(I);
+  const __m512i vlo = splat<I>(lo), vhi = splat<I>(hi);
+  for (int64_t ch = 0; ch < c; ch += kLanes) {
+    const uint64_t k = c - ch >= kLanes ? ~uint64_t{0} >> (64 - kLanes)
+                                        : (uint64_t{1} << (c - ch)) - 1;
+    __m512i m = load64(src + ch, k);
+    for (int64_t r = 0; r < rows; ++r) {
+      const I* p = src + r * row_stride + ch;
+      for (int64_t q = 0; q < cols; ++q) m = vmax<I>(m, load64(p + q * c, k));
+    }
+    m = vmin<I>(vmax<I>(m, vlo), vhi);
+    if constexpr (sizeof(I) == 1) {
+      _mm512_mask_storeu_epi8(dst + ch, k, m);
+    } else {
+      _mm512_mask_storeu_epi16(dst + ch, static_cast<__mmask32>(k), m);
+    }
+  }
 }
 
 }  // namespace
@@ -111,14 +172,22 @@ Status QuantPool2d::run(const void* in, void* out) const {
   const int64_t oh = p.out_h(), ow = p.out_w(), c = p.channels;
   const int32_t zo = out_.zero_point();
   const int64_t zo_code = std::clamp<int64_t>(zo, out_.qmin, out_.qmax);
-  const int64_t lo = detail::storage_range(in_.dtype).lo;
+  const int64_t lo = detail::storage_range(in_.dtype).lo, hi = detail::storage_range(in_.dtype).hi;
+  // Max over the channels with AVX-512; the same encoding in and out is a clamp, else the
+  // maxima go through the conversion table.
+  const bool vec_max = kind_ == PoolKind::kMax && detail::storage_bits(in_.dtype) <= 16 &&
+                       detail::has_avx512();
+  const bool same = in_.dtype == out_.dtype && in_.scale() == out_.scale() &&
+                    in_.zero_point() == out_.zero_point();
   detail::dispatch_storage(in_.dtype, [&](auto itag) {
     using I = decltype(itag);
     detail::dispatch_storage(out_.dtype, [&](auto otag) {
       using O = decltype(otag);
       const I* x = static_cast<const I*>(in);
       O* y = static_cast<O*>(out);
-      detail::parallel_for(p.threads, p.batch * oh, 1, [&](int64_t b, int64_t e) {
+      // Output rows in chunks of at least 16K codes (a small pool stays on one thread).
+      const int64_t min_rows = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, ow * c));
+      detail::parallel_for(p.threads, p.batch * oh, min_rows, [&](int64_t b, int64_t e) {
         std::vector<int64_t> acc(static_cast<size_t>(c));
         std::vector<I> mx(static_cast<size_t>(c));
         for (int64_t row = b; row < e; ++row) {
@@ -137,8 +206,23 @@ Status QuantPool2d::run(const void* in, void* out) const {
                 for (int64_t ch = 0; ch < c; ++ch) dst[ch] = static_cast<O>(zo_code);
                 continue;
               }
-              std::memcpy(mx.data(), x + ((n * p.in_h + ys) * p.in_w + xs) * c,
-                          static_cast<size_t>(c) * sizeof(I));
+              const I* first = x + ((n * p.in_h + ys) * p.in_w + xs) * c;
+              if constexpr (sizeof(I) <= 2) {
+                if (vec_max) {
+                  if constexpr (std::is_same_v<I, O>) {
+                    if (same) {
+                      window_max_avx512(first, ye - ys, xe - xs, p.in_w * c, c, out_.qmin,
+                                        out_.qmax, dst);
+                      continue;
+                    }
+                  }
+                  window_max_avx512(first, ye - ys, xe - xs, p.in_w * c, c, lo, hi, mx.data());
+                  const int32_t* t = convert_.data() - lo;
+                  for (int64_t ch = 0; ch < c; ++ch) dst[ch] = static_cast<O>(t[mx[ch]]);
+                  continue;
+                }
+              }
+              std::memcpy(mx.data(), first, static_cast<size_t>(c) * sizeof(I));
               for (int64_t iy = ys; iy < ye; ++iy) {
                 for (int64_t ix = xs; ix < xe; ++ix) {
                   const I* src = x + ((n * p.in_h + iy) * p.in_w + ix) * c;
