@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kiln/backends/htp/kernels.h"
+#include "kiln/backends/portable/kernels.h"
 
 using namespace kiln;
 using namespace kiln::htp;
@@ -177,6 +178,21 @@ void bench_elementwise(std::mt19937& gen) {
     report("dequantize u16->f32 56x56x64", threads,
            [&] { (void)dequantize(a16.data(), f.data(), shape, ea16, threads); });
   }
+
+  // The HTP runtime's Transpose of codes used to be the portable permute (plus a copy into the
+  // planned output); its own permute lives in the runtime (kiln run --profile times it).
+  Tensor nchw(DType::kU8, {1, 3, 224, 224});
+  std::vector<uint8_t> nhwc(static_cast<size_t>(nchw.numel()));
+  portable::SimpleKernelContext ctx;
+  portable::KernelArgs args;
+  args.inputs.push_back(portable::KernelInput::of(&nchw));
+  args.attrs.push_back({"dims", std::vector<int64_t>{0, 2, 3, 1}});
+  const portable::KernelFn permute = portable::find_kernel("permute");
+  report("transpose u8 1x3x224x224 NCHW->NHWC (portable permute)", 1, [&] {
+    std::vector<Tensor> outs;
+    (void)permute(ctx, args, &outs);
+    std::memcpy(nhwc.data(), outs[0].data(), nhwc.size());
+  });
 }
 
 }  // namespace

@@ -141,6 +141,136 @@ class QuantizeOp final : public PreparedOp {
   bool to_codes_;
 };
 
+// ---- Transpose of codes
+//
+// The portable permute walks the output one innermost run at a time through a callback, which
+// for NCHW -> NHWC of 3 channels is a call per 3 bytes. Here the permute is collapsed first
+// (size-1 dims dropped, output-adjacent dims that stay adjacent in the input merged), then the
+// last two output dims are a 2-d transpose: a loop with the column count known at compile time
+// for up to 4 columns (the channel-inner case), 32x32 tiles otherwise, memcpy for runs.
+
+// out[i * cols + j] = in[i * sr + j * sc] for a rows x cols block.
+template <typename T, int kCols>
+void transpose_narrow(const T* in, T* out, int64_t rows, int64_t sr, int64_t sc) {
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int j = 0; j < kCols; ++j) out[i * kCols + j] = in[i * sr + j * sc];
+  }
+}
+
+template <typename T>
+void transpose_2d(const T* in, T* out, int64_t rows, int64_t cols, int64_t sr, int64_t sc) {
+  switch (cols) {
+    case 2:
+      return transpose_narrow<T, 2>(in, out, rows, sr, sc);
+    case 3:
+      return transpose_narrow<T, 3>(in, out, rows, sr, sc);
+    case 4:
+      return transpose_narrow<T, 4>(in, out, rows, sr, sc);
+    default:
+      break;
+  }
+  constexpr int64_t kTile = 32;
+  for (int64_t i0 = 0; i0 < rows; i0 += kTile) {
+    const int64_t i1 = std::min(rows, i0 + kTile);
+    for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
+      const int64_t j1 = std::min(cols, j0 + kTile);
+      for (int64_t i = i0; i < i1; ++i) {
+        for (int64_t j = j0; j < j1; ++j) out[i * cols + j] = in[i * sr + j * sc];
+      }
+    }
+  }
+}
+
+// Permutes a dense tensor of `shape` (elements of T) by `perm` (output dim k is input dim
+// perm[k], already checked).
+template <typename T>
+void permute_dense(const T* in, T* out, const std::vector<int64_t>& shape, const std::vector<int64_t>& perm) {
+  std::vector<int64_t> in_stride(shape.size());
+  for (int64_t s = 1, d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    in_stride[static_cast<size_t>(d)] = s;
+    s *= shape[static_cast<size_t>(d)];
+  }
+  std::vector<int64_t> size, stride;  // collapsed output dims and their input strides
+  for (int64_t p : perm) {
+    const int64_t n = shape[static_cast<size_t>(p)], st = in_stride[static_cast<size_t>(p)];
+    if (n == 1) continue;
+    if (!size.empty() && stride.back() == st * n) {
+      size.back() *= n;
+      stride.back() = st;
+      continue;
+    }
+    size.push_back(n);
+    stride.push_back(st);
+  }
+  if (size.empty()) {
+    out[0] = in[0];
+    return;
+  }
+  if (size.size() == 1) {  // stride 1: nothing moves
+    std::memcpy(out, in, static_cast<size_t>(size[0]) * sizeof(T));
+    return;
+  }
+  const size_t r = size.size();
+  const int64_t rows = size[r - 2], cols = size[r - 1], block = rows * cols;
+  int64_t outer = 1;
+  for (size_t d = 0; d + 2 < r; ++d) outer *= size[d];
+  std::vector<int64_t> idx(r, 0);
+  int64_t off = 0;
+  for (int64_t o = 0; o < outer; ++o) {
+    T* dst = out + o * block;
+    if (stride[r - 1] == 1) {
+      for (int64_t i = 0; i < rows; ++i) {
+        std::memcpy(dst + i * cols, in + off + i * stride[r - 2], static_cast<size_t>(cols) * sizeof(T));
+      }
+    } else {
+      transpose_2d(in + off, dst, rows, cols, stride[r - 2], stride[r - 1]);
+    }
+    // Next outer index (odometer over dims r-3 .. 0).
+    for (size_t d = r - 2; d-- > 0;) {
+      off += stride[d];
+      if (++idx[d] < size[d]) break;
+      off -= stride[d] * size[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+class TransposeOp final : public PreparedOp {
+ public:
+  TransposeOp(std::vector<int64_t> perm, uint32_t in, uint32_t out) : perm_(std::move(perm)), in_(in), out_(out) {}
+  Status run(Frame& f) override {
+    const Tensor& x = f.in(in_);
+    const int64_t r = static_cast<int64_t>(x.rank());
+    const size_t esize = dtype_size(x.dtype());
+    std::vector<int64_t> perm = perm_;
+    bool ok = static_cast<int64_t>(perm.size()) == r && (esize == 1 || esize == 2 || esize == 4) &&
+              f.values[out_].nbytes() == x.nbytes();
+    std::vector<bool> seen(perm.size(), false);
+    for (auto& p : perm) {
+      if (p < 0) p += r;
+      ok = ok && p >= 0 && p < r && !seen[static_cast<size_t>(p)];
+      if (ok) seen[static_cast<size_t>(p)] = true;
+    }
+    if (!ok) {  // anything unusual: the portable kernel's checks and messages
+      return call_kernel(f, "permute", {&x}, {{"dims", perm_}}, out_);
+    }
+    if (x.numel() == 0) return Status::Ok();
+    const std::vector<int64_t> shape = x.shape();
+    if (esize == 1) {
+      permute_dense(x.data_as<uint8_t>(), static_cast<uint8_t*>(f.out(out_)), shape, perm);
+    } else if (esize == 2) {
+      permute_dense(x.data_as<uint16_t>(), static_cast<uint16_t*>(f.out(out_)), shape, perm);
+    } else {
+      permute_dense(x.data_as<uint32_t>(), static_cast<uint32_t*>(f.out(out_)), shape, perm);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::vector<int64_t> perm_;
+  uint32_t in_, out_;
+};
+
 class ConvertOp final : public PreparedOp {
  public:
   ConvertOp(Requantize k, uint32_t in, uint32_t out) : k_(std::move(k)), in_(in), out_(out) {}
@@ -595,7 +725,7 @@ Result<std::unique_ptr<PreparedOp>> prepare_op(const QnnGraph& g, const QnnOp& o
   }
   if (t == "Transpose") {
     if (ie.scales != oe.scales || ie.offsets != oe.offsets) return op_error(op, "a transpose must keep its encoding");
-    return std::unique_ptr<PreparedOp>(new KernelOp("permute", op.inputs, op.outputs[0], {{"dims", param_ints(op, "perm")}}, false));
+    return std::unique_ptr<PreparedOp>(new TransposeOp(param_ints(op, "perm"), op.inputs[0], op.outputs[0]));
   }
   if (t == "Concat") {
     std::vector<std::optional<Requantize>> convert;
