@@ -16,6 +16,7 @@ enum class OpClass : uint8_t {
   kBinary,      // add, sub, mul, div
   kFusable,     // relu, relu6, clamp: fused into a weighted/binary producer, else own
   kOwn,         // activation input(s), own output observer
+  kNorm,        // layer / group / rms norm: activation input, weight as an activation, i32 bias
   kShares,      // output shares the input's parameters
   kCat,         // every input and the output share the first input's parameters
   kFixedUnit,   // output fixed to [0, 1]
@@ -53,7 +54,7 @@ OpClass op_class(OpId op) {
     case OpId::kPow:
     case OpId::kLayerNorm:
     case OpId::kRmsNorm:
-    case OpId::kGroupNorm:
+    case OpId::kGroupNorm: return OpClass::kNorm;
     case OpId::kBatchNorm:
     case OpId::kMean:
     case OpId::kSum:
@@ -235,6 +236,20 @@ Result<Annotations> annotate(const ExportedProgram& program, const QuantizeOptio
         if (a.inputs.empty()) continue;
         a.output = OutputRule::kOwn;
         break;
+      case OpClass::kNorm: {
+        // The Qualcomm quantizer's annotate_layer_norm: the weight takes the activation spec (its
+        // own range), the bias the bias spec; both are constants of the quantized program.
+        a.rule = "norm";
+        act_inputs(n, a, 1);
+        if (a.inputs.empty()) continue;
+        for (size_t i = 1; i <= 2 && i < n->num_args(); ++i) {
+          Node* v = n->arg(i).is_node() ? n->arg(i).node() : nullptr;
+          if (v == nullptr || !is_float_tensor(v) || !is_constant_value(program, v)) continue;
+          a.inputs.push_back({v, i == 1 ? InputRole::kActivation : InputRole::kBias, 0, false});
+        }
+        a.output = OutputRule::kOwn;
+        break;
+      }
       case OpClass::kShares:
         a.rule = "shares input";
         act_inputs(n, a, 1);

@@ -131,8 +131,16 @@ Status Converter::quantize_constant_inputs(const Node* n, const NodeAnnotation& 
         break;
       }
       case InputRole::kBias: {
-        if (!act_params || !weight_params) continue;  // stays float
         spec = config.bias;
+        if (!weight_params && std::string_view(a.rule) == "norm") {
+          // A norm's bias (no weight to derive from): per tensor, its own symmetric range.
+          spec.qscheme = QScheme::kPerTensorSymmetric;
+          Observer range(ObserverKind::kMinMax);
+          range.observe(*data);
+          params = range.qparams(spec);
+          break;
+        }
+        if (!act_params || !weight_params) continue;  // stays float
         params.axis = weight_params->axis >= 0 && static_cast<int64_t>(weight_params->scales.size()) == data->numel() ? 0 : -1;
         size_t count = params.axis == 0 ? weight_params->scales.size() : 1;
         for (size_t c = 0; c < count; ++c) {

@@ -208,6 +208,33 @@ TEST(Convert, ConstantOperandQuantizedFromItsData) {
   EXPECT_EQ(cq->scalar_at(3), 109);
 }
 
+TEST(Convert, LayerNormWeightAsAnActivationBiasAsI32) {
+  // The Qualcomm quantizer's annotate_layer_norm: gamma quantized over its own range with the
+  // activation spec (u8), beta with the bias spec (i32, symmetric per tensor).
+  ExportedProgram p;
+  GraphBuilder b(p);
+  Node* x = b.input("x", f32({2, 4}));
+  Node* gamma = p.add_parameter("gamma", "gamma", ramp({4}, 0.5, 0.25));
+  Node* beta = p.add_parameter("beta", "beta", ramp({4}, -0.2, 0.1));
+  Node* ln = b.call(OpId::kLayerNorm, {x, gamma, beta}, {{"normalized_shape", std::vector<int64_t>{4}}}, "ln");
+  b.outputs({ln});
+  auto prep = prepare(p, options());
+  ASSERT_TRUE(prep.ok()) << prep.status().message();
+  ASSERT_TRUE(calibrate(**prep, samples(2)).ok());
+  auto q = convert(**prep);
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  Node* qln = q->graph().find("ln");
+  Node* dg = qln->arg(1).node();
+  Node* db = qln->arg(2).node();
+  ASSERT_TRUE(dg->is_call(OpId::kDequantizePerTensor)) << print_kir(*q);
+  ASSERT_TRUE(db->is_call(OpId::kDequantizePerTensor)) << print_kir(*q);
+  EXPECT_EQ(dg->kwarg("dtype").to_dtype(), DType::kU8);
+  EXPECT_EQ(db->kwarg("dtype").to_dtype(), DType::kI32);
+  EXPECT_EQ(db->kwarg_int("zero_point"), 0);
+  // gamma spans [0.5, 1.25]; the range always holds 0: [0, 1.25].
+  EXPECT_EQ(dg->kwarg_float("scale"), static_cast<double>(1.25f / 255.0f));
+}
+
 TEST(Exclusions, SkippedNodesAndTheirWeightsStayFloat) {
   RulesModel m;
   QuantizeOptions o = options();
