@@ -156,6 +156,41 @@ TEST(HtpCapture, RecomposeForPartitionTurnsGemmIntoLinear) {
   testing::expect_tensors_near(before, testing::run_program(p, inputs), 0);
 }
 
+// An ONNX MatMul by a constant [K, N] (per-channel codes along N) becomes linear over the
+// transposed codes [N, K], their axis 0: the HTP's FullyConnected with per-channel weights.
+TEST(HtpCapture, RecomposeForPartitionTurnsMatmulByAConstantIntoLinear) {
+  ExportedProgram p;
+  GraphBuilder b(p);
+  Node* x = b.input("x", f32({2, 3, 4}));
+  Tensor wq(DType::kI8, {4, 5});
+  for (int64_t i = 0; i < wq.numel(); ++i) wq.mutable_data_as<int8_t>()[i] = static_cast<int8_t>(i * 7 % 13 - 6);
+  Node* w = p.add_constant("w", "w", std::move(wq));
+  Tensor scales(DType::kF32, {5});
+  Tensor zps(DType::kI64, {5});
+  for (int64_t i = 0; i < 5; ++i) {
+    scales.mutable_data_as<float>()[i] = 0.05f * static_cast<float>(i + 1);
+    zps.mutable_data_as<int64_t>()[i] = 0;
+  }
+  Node* s = p.add_constant("s", "s", std::move(scales));
+  Node* z = p.add_constant("z", "z", std::move(zps));
+  Node* dw = b.call(OpId::kDequantizePerChannel, {w, s, z},
+                    {{"axis", 1}, {"quant_min", -127}, {"quant_max", 127}, {"dtype", DType::kI8}});
+  b.outputs({b.call(OpId::kMatmul, {x, dw})});
+  auto inputs = testing::sample_inputs(p);
+  auto before = testing::run_program(p, inputs);
+  Status st = recompose_for_partition(p);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(count_op(p, OpId::kLinear), 1u) << print_kir(p);
+  EXPECT_EQ(count_op(p, OpId::kMatmul), 0u);
+  const Node* lin = p.user_outputs()[0];
+  ASSERT_TRUE(lin->is_call(OpId::kLinear));
+  const Node* dq = lin->arg(1).node();
+  ASSERT_TRUE(dq->is_call(OpId::kDequantizePerChannel));
+  EXPECT_EQ(dq->kwarg_int("axis"), 0);
+  EXPECT_EQ(dq->spec().shape, (Shape{5, 4}));
+  testing::expect_tensors_near(before, testing::run_program(p, inputs), 1e-5);
+}
+
 TEST(HtpCapture, UnknownPassConfigIsAnError) {
   ExportedProgram p = small_cnn();
   std::string before = print_kir(p);
