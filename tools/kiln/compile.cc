@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstring>
 #include <iostream>
+#include <set>
 
 #include "backends.h"
 #include "commands.h"
@@ -31,6 +32,10 @@ void add_compile_options(CLI::App& cmd, CompileArgs& args) {
   cmd.add_option("--quant", args.quant, "Quantize first with this configuration (8a8w, 16a8w, 16a4w, 16a16w)");
   cmd.add_option("--calib", args.calib, "Calibration inputs for --quant (.npz file or folder)");
   cmd.add_option("--observer", args.observer, "--quant's observer: minmax, moving-average or histogram");
+  cmd.add_option("--quant-io", args.quant_io,
+                 "These user inputs / outputs (comma separated) take and return quantized codes (u8/u16) "
+                 "instead of real numbers, with no quantize / dequantize around them (tag_quant_io)")
+      ->delimiter(',');
   auto* htp = "HTP backend";
   cmd.add_option("--soc", args.soc, "HTP: the SoC to compile for (default SM8650)")->group(htp);
   cmd.add_option("--precision", args.precision, "HTP: quantized (default) or fp16")->group(htp);
@@ -148,6 +153,43 @@ Status quantize_method(CompiledMethod& cm, const CompileArgs& args, const std::v
   return Status::Ok();
 }
 
+// --quant-io: the named user inputs and outputs carry the codes of the encoding they are
+// quantized to, printed for the caller.
+Status tag_quant_io(CompiledMethod& cm, const std::vector<std::string>& names, std::ostream& log) {
+  std::set<std::string, std::less<>> wanted(names.begin(), names.end());
+  std::map<const Node*, std::string> io;  // user input placeholders and output values, by name
+  for (Node* p : cm.program.user_inputs()) io[p] = cm.program.input_spec(p)->name;
+  std::vector<Node*> outs = cm.program.user_outputs();
+  std::vector<std::string> out_names = cm.program.user_output_names();
+  for (size_t i = 0; i < outs.size() && i < out_names.size(); ++i) io.emplace(outs[i], out_names[i]);
+  for (const std::string& name : wanted) {
+    bool known = std::any_of(io.begin(), io.end(), [&](const auto& e) { return e.second == name; });
+    if (!known) {
+      std::vector<std::string> all;
+      for (const auto& [node, n] : io) all.push_back(n);
+      return invalid_argument("--quant-io: '{}' is not a user input or output of method '{}' (it has: {})", name,
+                              cm.name, fmt::join(all, ", "));
+    }
+  }
+  // The dtype asked for is the one each value is quantized to: the check that matters is that it is.
+  auto dtype_of = [&](const Node& n) -> std::optional<DType> {
+    auto it = io.find(&n);
+    if (it == io.end() || wanted.count(it->second) == 0) return std::nullopt;
+    const Node* qdq = &n;
+    if (n.op() == OpKind::kPlaceholder && n.num_users() > 0) qdq = *n.users().begin();
+    bool coded = qdq->is_call(OpId::kQuantizePerTensor) || qdq->is_call(OpId::kDequantizePerTensor);
+    return coded ? qdq->kwarg("dtype").to_dtype() : DType::kU8;
+  };
+  auto tagged = htp::tag_quant_io(cm.program, dtype_of);
+  if (!tagged.ok()) return tagged.status().with_context(fmt::format("--quant-io (method '{}')", cm.name));
+  for (const htp::QuantizedIo& t : *tagged) {
+    log << fmt::format("method '{}': {} '{}' carries {} codes: real = {} * (code - {})\n", cm.name,
+                       t.kind == htp::QuantizedIo::kInput ? "input" : "output", t.name, dtype_name(t.quant.dtype),
+                       t.quant.scales[0], t.quant.zero_points[0]);
+  }
+  return Status::Ok();
+}
+
 // HTP graphs are static: a symbol given one value (--dim batch=1) becomes that value in the
 // user inputs' specs, and every node's spec is inferred again.
 Status bind_fixed_dims(CompiledMethod& cm, const std::map<std::string, DimRange, std::less<>>& dims) {
@@ -256,6 +298,7 @@ Result<Compiled> compile_programs(std::vector<std::unique_ptr<CompiledMethod>> m
       KILN_RETURN_IF_ERROR(bind_fixed_dims(*cm, options.dims));
     }
     if (!args.quant.empty()) KILN_RETURN_IF_ERROR(quantize_method(*cm, args, samples, log));
+    if (!args.quant_io.empty()) KILN_RETURN_IF_ERROR(tag_quant_io(*cm, args.quant_io, log));
     KILN_RETURN_IF_ERROR(lower_method(*cm, args, dim_texts, registry, log));
     if (!args.backends.empty()) {
       log << fmt::format("method '{}' ({}): {} partition(s), {} of {} calls delegated to {}\n",

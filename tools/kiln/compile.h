@@ -27,6 +27,7 @@ struct CompileArgs {
   std::string quant;                  ///< "8a8w", "16a8w", ... (empty: the model as given)
   std::string calib;                  ///< calibration .npz file or folder
   std::string observer;               ///< observer override
+  std::vector<std::string> quant_io;  ///< user inputs / outputs that carry codes (tag_quant_io)
   // The HTP backend's compile spec (generate_qnn_executorch_compiler_spec).
   std::string soc = "SM8650";
   std::string precision = "quantized";  ///< quantized or fp16

@@ -8,11 +8,13 @@
 #include <cstring>
 #include <random>
 
+#include "kiln/backends/htp/capture.h"
 #include "kiln/backends/htp/htp_backend.h"
 #include "kiln/backends/htp/htp_runtime.h"
 #include "kiln/backends/htp/kernels.h"
 #include "kiln/backends/portable/interpreter.h"
 #include "kiln/core/memory.h"
+#include "kiln/ir/kir.h"
 #include "kiln/lower/to_backend.h"
 #include "kiln/partition/capability_partitioner.h"
 #include "kiln/quant/quantizer.h"
@@ -94,11 +96,12 @@ ExportedProgram quantized(const ExportedProgram& p, const std::vector<quant::Sam
 }
 
 std::vector<CompileSpec> specs(bool fp16, bool online = false, QcomChipset soc = QcomChipset::SM8650,
-                               bool fold_relu = true) {
+                               bool fold_relu = true, bool conv_hmx = true) {
   CompilerSpecArgs args;
   args.online_prepare = online;
   BackendOptions backend = generate_htp_compiler_spec(fp16);
   backend.htp_options.use_fold_relu = fold_relu;
+  backend.htp_options.use_conv_hmx = conv_hmx;
   auto s = generate_qnn_executorch_compiler_spec(soc, backend, args);
   EXPECT_TRUE(s.ok()) << s.status().message();
   return to_compile_specs<CompileSpec>(*s);
@@ -177,6 +180,75 @@ TEST(HtpBackend, QuantizedCnnMatchesFakeQuantWithinOneStep) {
   expect_within_steps(got[0], want[0], output_scale(q), 1);
 }
 
+// tag_quant_io: the input takes the codes the delegate's Quantize would make and the output
+// returns the codes its Dequantize would read, so the two programs agree bit for bit; the
+// context then has no Quantize / Dequantize op.
+TEST(HtpBackend, TaggedQuantIoTakesAndReturnsCodes) {
+  ExportedProgram p;
+  build_cnn(p);
+  auto samples = samples_for("x", {1, 3, 16, 16}, 4);
+  ExportedProgram q = quantized(p, samples);
+  ExportedProgram tagged = q.clone();
+  auto io = tag_quant_io(tagged, [](const Node&) -> std::optional<DType> { return DType::kU8; });
+  ASSERT_TRUE(io.ok()) << io.status().message();
+  ASSERT_EQ(io->size(), 2u);
+  EXPECT_EQ((*io)[0].kind, QuantizedIo::kInput);
+  EXPECT_EQ((*io)[0].name, "x");
+  EXPECT_EQ((*io)[1].kind, QuantizedIo::kOutput);
+  EXPECT_EQ(tagged.user_inputs()[0]->spec().dtype, DType::kU8);
+  EXPECT_EQ(tagged.user_outputs()[0]->spec().dtype, DType::kU8);
+
+  const Tensor& x = samples[2].inputs["x"];
+  const QuantAttrs& qi = (*io)[0].quant;
+  const QuantAttrs& qo = (*io)[1].quant;
+  Tensor codes(DType::kU8, x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    codes.mutable_data_as<uint8_t>()[i] = static_cast<uint8_t>(
+        quantize_value(x.data_as<float>()[i], static_cast<float>(qi.scales[0]),
+                       static_cast<int32_t>(qi.zero_points[0]), qi.quant_min, qi.quant_max));
+  }
+  std::vector<Tensor> real = run_on_htp(q.clone(), specs(false), std::span(&x, 1));
+  std::vector<Tensor> coded = run_on_htp(tagged.clone(), specs(false), std::span(&codes, 1));
+  ASSERT_EQ(real.size(), 1u);
+  ASSERT_EQ(coded.size(), 1u);
+  ASSERT_EQ(coded[0].dtype(), DType::kU8);
+  for (int64_t i = 0; i < real[0].numel(); ++i) {
+    float want = real[0].data_as<float>()[i];
+    float got = dequantize_value(coded[0].data_as<uint8_t>()[i], static_cast<float>(qo.scales[0]),
+                                 static_cast<int32_t>(qo.zero_points[0]));
+    ASSERT_EQ(got, want) << "element " << i;
+  }
+
+  HtpBackend backend;
+  auto blob = backend.preprocess(tagged, specs(false));
+  ASSERT_TRUE(blob.ok()) << blob.status().message();
+  auto ctx = parse_context(blob->processed_bytes);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+  for (const QnnOp& op : ctx->graphs[0].ops) {
+    EXPECT_NE(op.type, "Quantize") << op.name;
+    EXPECT_NE(op.type, "Dequantize") << op.name;
+  }
+}
+
+TEST(HtpBackend, TagQuantIoNamesWhatCannotCarryCodes) {
+  ExportedProgram p;
+  build_cnn(p);
+  std::string before = print_kir(p);
+  auto r = tag_quant_io(p, [](const Node&) -> std::optional<DType> { return DType::kU8; });
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("input 'x'"), std::string::npos) << r.status().message();
+  EXPECT_EQ(print_kir(p), before);
+
+  ExportedProgram q = quantized(p, samples_for("x", {1, 3, 16, 16}, 2));
+  before = print_kir(q);
+  r = tag_quant_io(q, [](const Node& n) -> std::optional<DType> {
+    return n.op() == OpKind::kPlaceholder ? std::optional<DType>() : DType::kU16;
+  });
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("is quantized to u8, not u16"), std::string::npos) << r.status().message();
+  EXPECT_EQ(print_kir(q), before);
+}
+
 TEST(HtpBackend, OnlinePrepareRunsTheSameAsOffline) {
   ExportedProgram p;
   build_cnn(p);
@@ -188,6 +260,20 @@ TEST(HtpBackend, OnlinePrepareRunsTheSameAsOffline) {
   ASSERT_EQ(offline.size(), 1u);
   ASSERT_EQ(online.size(), 1u);
   EXPECT_EQ(std::memcmp(offline[0].data(), online[0].data(), offline[0].nbytes()), 0);
+}
+
+// use_conv_hmx off runs the convolutions on the direct loops instead of oneDNN: same codes.
+TEST(HtpBackend, ConvWithoutHmxGivesTheSameCodes) {
+  ExportedProgram p;
+  build_cnn(p);
+  auto samples = samples_for("x", {1, 3, 16, 16}, 4);
+  ExportedProgram q = quantized(p, samples);
+  std::vector<Tensor> in = {samples[2].inputs["x"]};
+  std::vector<Tensor> hmx = run_on_htp(q.clone(), specs(false), in);
+  std::vector<Tensor> direct = run_on_htp(q.clone(), specs(false, false, QcomChipset::SM8650, true, false), in);
+  ASSERT_EQ(hmx.size(), 1u);
+  ASSERT_EQ(direct.size(), 1u);
+  EXPECT_EQ(std::memcmp(hmx[0].data(), direct[0].data(), hmx[0].nbytes()), 0);
 }
 
 // preprocess runs capture_program first: the convolutions and pooling read and write NHWC, so

@@ -14,7 +14,8 @@
 //      q/dq pairs are gone; consumers read producers and integer constants directly, and a
 //      lifted scalar read by a quantized binary op is stored quantized.
 //  (c) a user input's quantize and a user output's dequantize stay (QNN Quantize /
-//      Dequantize); a change of encoding between two ops stays as an explicit quantize of the
+//      Dequantize); an output that returns codes keeps its quantize, an input that takes codes
+//      (tag_quant_io) is an integer placeholder with meta.quant; a change of encoding between two ops stays as an explicit quantize of the
 //      producer (QNN Convert), unless skip_advanced_requant dropped it (same dtype only).
 //  (d) activations keep their float spec dtype; meta.quant says how they are stored.
 //  (e) around convolution, pooling, batch norm, pixel (un)shuffle and upsample the graph is
@@ -26,9 +27,12 @@
 // once it holds folded quantized values or NHWC regions.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kiln/core/status.h"
 #include "kiln/ir/exported_program.h"
@@ -68,5 +72,28 @@ struct CaptureOptions {
 /// Every linear(x, w[N, K], b) with x of rank 2 or 3 becomes a 1x1 convolution between
 /// reshapes / transposes (ExecuTorch's convert_linear_to_conv2d); outputs unchanged.
 [[nodiscard]] Status convert_linear_to_conv2d(ExportedProgram& program);
+
+/// What tag_quant_io asks of a user input placeholder or of a value a user output returns: the
+/// dtype of the codes it carries (u8 or u16), or nullopt to leave it real.
+using QuantIoDtypeFn = std::function<std::optional<DType>(const Node&)>;
+
+/// One input or output that tag_quant_io turned into codes, with the encoding callers quantize
+/// to (inputs) or dequantize from (outputs): real = scale * (code - zero_point).
+struct QuantizedIo {
+  enum Kind { kInput, kOutput } kind = kInput;
+  std::string name;  ///< the signature's name (the model's own)
+  QuantAttrs quant;
+};
+
+/// ExecuTorch's tag_quant_io, applied: every user input for which `dtype_of` names a dtype takes
+/// that dtype's codes instead of real numbers (its quantize is removed; the program's input spec
+/// becomes that dtype), and every user output for which it names one returns the codes its
+/// dequantize read (the dequantize is removed). The HTP partition then moves the codes through
+/// with no Quantize / Dequantize op around them. `dtype_of` is called with each user input
+/// placeholder and each node a user output returns. Errors name the input or output: one that
+/// is not quantized, that is also read as real numbers, or whose codes are of another dtype than
+/// asked; the program is then unchanged.
+[[nodiscard]] Result<std::vector<QuantizedIo>> tag_quant_io(ExportedProgram& program,
+                                                            const QuantIoDtypeFn& dtype_of);
 
 }  // namespace kiln::htp

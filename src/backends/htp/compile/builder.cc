@@ -190,6 +190,12 @@ Status Builder::fold() {
     }
     if (n->is_call(OpId::kQuantizePerTensor)) {
       Node* src = resolve(n->input(0));
+      // Codes of a value already stored in this encoding (a captured program's returned codes).
+      if (src->op() == OpKind::kCallFunction && quant(src) != nullptr &&
+          *quant(src) == (n->meta.quant ? *n->meta.quant : attrs_from_kwargs(n))) {
+        alias_[n->id()] = src;
+        continue;
+      }
       bool computed = src->op() == OpKind::kCallFunction && !is_dequantize(src) &&
                       !src->is_call(OpId::kQuantizePerTensor) && quant(src) == nullptr;
       if (computed) {

@@ -56,12 +56,21 @@ Result<bool> annotate_quant_attrs(ExportedProgram& program, bool skip_advanced_r
       v->meta.quant = std::move(q);
       changed = true;
     } else if (is_dequantize(n)) {
+      // An integer constant, or a user input that carries codes (tag_quant_io, or a partition
+      // boundary after a quantize) read only through dequantizes of one encoding.
       Node* c = n->arg(0).node();
-      if (!is_constant_placeholder(program, c) || c->meta.quant || !c->has_spec() ||
-          is_floating(c->spec().dtype)) {
+      if (c->op() != OpKind::kPlaceholder || c->meta.quant || !c->has_spec() || is_floating(c->spec().dtype)) {
         continue;
       }
       KILN_ASSIGN_OR_RETURN(QuantAttrs q, qdq_attrs(program, n));
+      if (!is_constant_placeholder(program, c)) {
+        bool one_encoding = true;
+        for (const Node* u : c->users()) {
+          auto other = is_dequantize(u) ? qdq_attrs(program, u) : Result<QuantAttrs>(invalid_argument("not a dq"));
+          one_encoding = one_encoding && other.ok() && *other == q;
+        }
+        if (!one_encoding) continue;
+      }
       c->meta.quant = std::move(q);
       changed = true;
     }

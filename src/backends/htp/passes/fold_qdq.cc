@@ -73,9 +73,13 @@ Result<bool> fold_qdq(ExportedProgram& program) {
     }
     d = next;
   }
+  // A folded quantize goes, except where a user output returns it: the output is codes (a
+  // partition boundary, tag_quant_io), which the value's float spec would not say.
+  std::vector<bool> returned(g.id_bound(), false);
+  for (const Node* v : program.user_outputs()) returned[v->id()] = true;
   for (Node* q = g.first(); q != nullptr;) {
     Node* next = q->next();
-    if (is_folded(program, q)) {
+    if (is_folded(program, q) && !returned[q->id()]) {
       g.replace_all_uses_with(q, q->arg(0).node());
       g.erase(q);
       changed = true;

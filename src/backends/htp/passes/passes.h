@@ -74,8 +74,9 @@ Result<bool> i64_to_i32(ExportedProgram& program);
 /// is a requantization: with equal parameters it is dropped (users read the first quantize);
 /// with different ones it stays (FoldQDQ turns it into an explicit requantize), except that
 /// with `skip_advanced_requant` only a change of dtype stays and a change of scale or zero
-/// point is dropped (users read the first encoding). User inputs get no meta.quant: their
-/// quantize stays. Guarantees: outputs unchanged unless skip_advanced_requant dropped a requant.
+/// point is dropped (users read the first encoding). A float user input gets no meta.quant:
+/// its quantize stays; an integer user input read only by dequantizes of one encoding (codes
+/// coming in: tag_quant_io, a partition boundary) gets theirs, like a constant. Guarantees: outputs unchanged unless skip_advanced_requant dropped a requant.
 Result<bool> annotate_quant_attrs(ExportedProgram& program, bool skip_advanced_requant);
 
 /// A quantized add/sub/mul/div (output with meta.quant) that reads a 0-d float constant (a
@@ -91,7 +92,7 @@ Result<bool> annotate_and_quant_scalar(ExportedProgram& program);
 Result<bool> annotate_decomposed(ExportedProgram& program);
 
 /// Erases the q/dq nodes whose parameters now live in meta.quant (capture.h states the exact
-/// result). Needs: AnnotateQuantAttrs. The result is not runnable by the interpreter.
+/// result); a quantize a user output returns stays, since the output is codes. Needs: AnnotateQuantAttrs. The result is not runnable by the interpreter.
 Result<bool> fold_qdq(ExportedProgram& program);
 
 /// Binary elementwise ops whose operands differ in rank read the lower-rank operand through a
