@@ -136,7 +136,7 @@ struct HtpBackendOptions {
   HtpPerformanceMode performance_mode = HtpPerformanceMode::kDefault;  ///< threads and waiting
   HtpPrecision precision = HtpPrecision::kQuantized;    ///< fixed point or fp16 inside the graph
   HtpPdSession pd_session = HtpPdSession::kUnsignedPd;  ///< accepted and recorded; no effect here
-  bool use_conv_hmx = true;         ///< convolutions on the matrix unit (short-depth fast path)
+  bool use_conv_hmx = true;         ///< quantized convs on oneDNN's matrix (VNNI) kernels; off: direct loops
   bool use_dlbc = false;            ///< deep-learning bandwidth compression of inputs
   bool use_fold_relu = true;        ///< fold a relu into its producer's quantized output range
   bool use_multi_contexts = false;  ///< contexts of the program share one spill-fill buffer

@@ -148,7 +148,8 @@ Result<std::unique_ptr<HtpExecutor>> HtpExecutor::create(std::shared_ptr<const C
     }
   }
   for (const QnnOp& op : graph.ops) {
-    auto p = prepare_op(graph, op, f.values, impl->fp16, impl->threads);
+    auto p = prepare_op(graph, op, f.values, impl->fp16, impl->threads,
+                        options.backend_options.htp_options.use_conv_hmx ? ConvAlgorithm::kAuto : ConvAlgorithm::kDirect);
     if (!p.ok()) return p.status().with_context(fmt::format("HTP graph '{}'", graph.name));
     impl->ops.push_back(std::move(p).value());
   }

@@ -554,7 +554,7 @@ Encoding kernel_encoding(const QnnTensor& t) {
 }
 
 Result<std::unique_ptr<PreparedOp>> prepare_op(const QnnGraph& g, const QnnOp& op, const std::vector<Tensor>& statics,
-                                               bool fp16, int threads) {
+                                               bool fp16, int threads, ConvAlgorithm conv) {
   if (op.outputs.size() != 1) return op_error(op, fmt::format("{} outputs, the HTP ops here have one", op.outputs.size()));
   if (op.inputs.empty()) return op_error(op, "no input");
   const QnnTensor& out = g.tensors[op.outputs[0]];
@@ -691,7 +691,7 @@ Result<std::unique_ptr<PreparedOp>> prepare_op(const QnnGraph& g, const QnnOp& o
     Encoding we;
     std::vector<int32_t> bias;
     KILN_RETURN_IF_ERROR(weight_bias(&wb, &we, &bias, static_cast<size_t>(p.out_c)));
-    auto k = QuantConv2d::prepare(p, ie, wb, we, bias, oe);
+    auto k = QuantConv2d::prepare(p, ie, wb, we, bias, oe, conv);
     if (!k.ok()) return status_of(k.status());
     return std::unique_ptr<PreparedOp>(new UnaryKernelOp<QuantConv2d>(std::move(k).value(), op.inputs[0], op.outputs[0]));
   }

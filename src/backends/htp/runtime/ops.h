@@ -38,10 +38,11 @@ Encoding kernel_encoding(const QnnTensor& t);
 /// The tensor's dims as int64.
 std::vector<int64_t> shape_of(const QnnTensor& t);
 
-/// Prepares `op` of `graph` for execution. `fp16` graphs round every float output to half.
-/// Errors name the op.
+/// Prepares `op` of `graph` for execution. `fp16` graphs round every float output to half;
+/// quantized convolutions use `conv` (use_conv_hmx off: kDirect, the vector-unit loops instead
+/// of the oneDNN matrix kernels; the outputs are the same). Errors name the op.
 Result<std::unique_ptr<PreparedOp>> prepare_op(const QnnGraph& graph, const QnnOp& op,
                                                const std::vector<Tensor>& statics, bool fp16,
-                                               int threads);
+                                               int threads, ConvAlgorithm conv = ConvAlgorithm::kAuto);
 
 }  // namespace kiln::htp
