@@ -335,6 +335,52 @@ q, fq = np.load(f"{w}/hr/probs.npy"), np.load(f"{w}/hq/probs.npy")
 step = 1.0 / 255  # softmax output: fixed range [0, 1]
 assert np.max(np.abs(q - fq)) <= step + 1e-6, np.max(np.abs(q - fq)) / step
 PY
+# 16-bit activations on the HTP: 16a8w and 16a16w compile and run close to the float model.
+for cfg in 16a8w 16a16w; do
+  expect 0 "htp $cfg compile" -- "$kiln" compile "$src/examples/tinynet.onnx" --backend htp --quant $cfg --calib "$calib" --dim batch=1..1 -o "$work/h$cfg.kpte"
+  if [[ $out =~ 1\ partition\(s\),\ ([0-9]+)\ of\ ([0-9]+)\ calls && ${BASH_REMATCH[1]} == "${BASH_REMATCH[2]}" ]]; then
+    passes=$((passes + 1))
+  else
+    echo "FAIL: htp $cfg: not every call in one HTP partition"; failures=$((failures + 1))
+  fi
+  expect 0 "htp $cfg run" -- "$kiln" run "$work/h$cfg.kpte" --inputs "$calib/00.npz" --output-dir "$work/h${cfg}r"
+done
+/usr/bin/python3 - "$work" <<'PY' || { echo "FAIL: 16-bit HTP outputs against the float model"; failures=$((failures + 1)); }
+import sys, numpy as np
+w = sys.argv[1]
+ref = np.load(f"{w}/hfi/probs.npy")
+for cfg in ("16a8w", "16a16w"):
+    got = np.load(f"{w}/h{cfg}r/probs.npy")
+    assert np.max(np.abs(got - ref)) < 1e-2, (cfg, np.max(np.abs(got - ref)))
+PY
+# tag_quant_io: the input takes u8 codes and the output returns them, the same numbers as the
+# program with real I/O.
+expect 0 "quant-io compile" -- "$kiln" compile "$src/examples/tinynet.onnx" --backend htp --quant 8a8w --calib "$calib" --quant-io image,probs --dim batch=1..1 -o "$work/hio.kpte"
+contains "quant-io input encoding" "$out" "input 'image' carries u8 codes: real = "
+contains "quant-io output encoding" "$out" "output 'probs' carries u8 codes: real = "
+echo "$out" >"$work/hio.log"
+/usr/bin/python3 - "$work" "$calib/00.npz" <<'PY' || { echo "FAIL: quantizing the quant-io input"; failures=$((failures + 1)); }
+import re, sys, numpy as np
+w, npz = sys.argv[1:]
+s, z = re.search(r"input 'image' carries u8 codes: real = (\S+) \* \(code - (-?\d+)\)", open(f"{w}/hio.log").read()).groups()
+x = np.load(npz)["image"]
+np.save(f"{w}/codes.npy", np.clip(np.rint(x / np.float32(s)) + int(z), 0, 255).astype(np.uint8))
+PY
+expect 0 "quant-io run" -- "$kiln" run "$work/hio.kpte" --input "image=$work/codes.npy" --output-dir "$work/hior"
+/usr/bin/python3 - "$work" <<'PY' || { echo "FAIL: quant-io outputs against the real-I/O program"; failures=$((failures + 1)); }
+import re, sys, numpy as np
+w = sys.argv[1]
+s, z = re.search(r"output 'probs' carries u8 codes: real = (\S+) \* \(code - (-?\d+)\)", open(f"{w}/hio.log").read()).groups()
+codes = np.load(f"{w}/hior/probs.npy")
+assert codes.dtype == np.uint8, codes.dtype
+real = np.float32(s) * (codes.astype(np.float32) - int(z))
+want = np.load(f"{w}/hr/probs.npy")
+assert np.max(np.abs(real - want)) <= float(s) + 1e-6, np.max(np.abs(real - want)) / float(s)
+PY
+expect 1 "quant-io unknown name" -- "$kiln" compile "$src/examples/tinynet.onnx" --backend htp --quant 8a8w --calib "$calib" --quant-io nosuch --dim batch=1..1 -o "$work/x.kpte"
+contains "quant-io unknown name message" "$err" "'nosuch' is not a user input or output"
+expect 1 "quant-io on a float model" -- "$kiln" compile "$src/examples/tinynet.onnx" --backend htp --precision fp16 --quant-io image --dim batch=1..1 -o "$work/x.kpte"
+contains "quant-io float message" "$err" "input 'image' is read as real numbers"
 expect 1 "fp16 on a V68 SoC" -- "$kiln" compile "$src/examples/tinynet.onnx" --backend htp --precision fp16 --soc SM8350 --dim batch=1..1 -o "$work/x.kpte"
 contains "V68 message" "$err" "V69"
 expect 1 "unknown SoC" -- "$kiln" compile "$src/examples/tinynet.onnx" --backend htp --soc SM9999 --dim batch=1..1 -o "$work/x.kpte"
