@@ -210,6 +210,14 @@ int main(int argc, char** argv) {
   bench_conv("conv3x3 56x56x64->64 u8 x i4", r18, DType::kU8, DType::kI8, -8, 7, gen);
   bench_conv("conv3x3 56x56x64->64 u16 x i8", r18, DType::kU16, DType::kI8, -127, 127, gen);
   bench_conv("conv3x3 56x56x64->64 u16 x i16", r18, DType::kU16, DType::kI16, -32767, 32767, gen);
+  Conv2dParams stem;  // resnet18's first conv: 7x7 stride 2 over 3 channels, 112x112x64 out
+  stem.in_h = stem.in_w = 224;
+  stem.in_c = 3;
+  stem.out_c = 64;
+  stem.kernel_h = stem.kernel_w = 7;
+  stem.stride_h = stem.stride_w = 2;
+  stem.pad_top = stem.pad_left = stem.pad_bottom = stem.pad_right = 3;
+  bench_conv("conv7x7 s2 224x224x3->64 u8 x i8", stem, DType::kU8, DType::kI8, -127, 127, gen);
   Conv2dParams dw;
   dw.in_h = dw.in_w = 112;
   dw.in_c = dw.out_c = dw.groups = 32;

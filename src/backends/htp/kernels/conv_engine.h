@@ -42,10 +42,10 @@ struct ConvEngine {
   detail::OutputStage stage;
   std::unique_ptr<DnnlState> dnnl;
   bool depthwise_i32 = false;  // direct depthwise: int32 accumulators suffice
-  // scratch
+  // scratch sizes (the buffers are the running thread's: see thread_scratch in conv.cc)
   int64_t hp = 0, wp = 0;
-  std::vector<uint8_t> padded;
-  std::vector<int32_t> raw;
+  size_t padded_size = 0;  // 0: oneDNN reads the input in place
+  size_t raw_size = 0;
 
   Status prepare(const Encoding& input, std::span<const std::byte> weights, const Encoding& weight,
                  std::span<const int32_t> bias_values, const Encoding& output,
