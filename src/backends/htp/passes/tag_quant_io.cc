@@ -2,19 +2,10 @@
 #include <fmt/format.h>
 
 #include "kiln/backends/htp/capture.h"
+#include "pass_util.h"
 
 namespace kiln::htp {
 namespace {
-
-QuantAttrs attrs_of(const Node* qdq) {
-  QuantAttrs q;
-  q.dtype = qdq->kwarg("dtype").to_dtype();
-  q.quant_min = qdq->kwarg_int("quant_min");
-  q.quant_max = qdq->kwarg_int("quant_max");
-  q.scales = {qdq->kwarg_float("scale")};
-  q.zero_points = {qdq->kwarg_int("zero_point")};
-  return q;
-}
 
 Status check_dtype(std::string_view what, std::string_view name, DType want, DType have) {
   if (want != DType::kU8 && want != DType::kU16) {
@@ -40,22 +31,24 @@ Result<std::vector<QuantizedIo>> tag_quant_io(ExportedProgram& program, const Qu
     const InputSpec* spec = program.input_spec(p);
     const std::string name = spec->name.empty() ? p->name() : spec->name;
     const Node* q = nullptr;
+    std::optional<QuantAttrs> qa;
     for (const Node* u : p->users()) {
       if (!u->is_call(OpId::kQuantizePerTensor) || u->arg(0).node() != p) {
         return invalid_argument("tag_quant_io: input '{}' is read as real numbers by node '{}' ({}), not only "
                                 "quantized: it cannot take codes", name, u->name(), u->target_name());
       }
-      if (q != nullptr && attrs_of(q) != attrs_of(u)) {
+      KILN_ASSIGN_OR_RETURN(QuantAttrs attrs, qdq_attrs(program, u));
+      if (q != nullptr && attrs != *qa) {
         return invalid_argument("tag_quant_io: input '{}' is quantized two ways (nodes '{}' and '{}'): it cannot "
                                 "take one set of codes", name, q->name(), u->name());
       }
-      q = q == nullptr ? u : q;
+      q = u;
+      qa = std::move(attrs);
     }
     if (q == nullptr) return invalid_argument("tag_quant_io: input '{}' is not quantized: it cannot take codes", name);
-    QuantAttrs qa = attrs_of(q);
-    KILN_RETURN_IF_ERROR(check_dtype("input", name, *want, qa.dtype));
+    KILN_RETURN_IF_ERROR(check_dtype("input", name, *want, qa->dtype));
     inputs.push_back(p);
-    tagged.push_back({QuantizedIo::kInput, name, std::move(qa)});
+    tagged.push_back({QuantizedIo::kInput, name, std::move(*qa)});
   }
   Graph& g = program.graph();
   Node* out = g.output_node();
@@ -72,7 +65,7 @@ Result<std::vector<QuantizedIo>> tag_quant_io(ExportedProgram& program, const Qu
       return invalid_argument("tag_quant_io: output '{}' is computed by node '{}' ({}), not dequantized from "
                               "codes: it cannot return codes", name, dq->name(), dq->target_name());
     }
-    QuantAttrs qa = attrs_of(dq);
+    KILN_ASSIGN_OR_RETURN(QuantAttrs qa, qdq_attrs(program, dq));
     KILN_RETURN_IF_ERROR(check_dtype("output", name, *want, qa.dtype));
     values[i] = dq->arg(0).node();
     dequants.push_back(dq);
