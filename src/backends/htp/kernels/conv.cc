@@ -304,8 +304,6 @@ Status ConvEngine::prepare_onednn() {
       user_w = dnnl::memory::desc({cout, p.in_c}, dt::s8, {1, cout});
       packed_w = pd.weights_desc();
     } else {
-      state->src_md = dnnl::memory::desc({pn, p.in_c, hp, wp}, dt::u8, tag::nhwc);
-      state->dst_md = dnnl::memory::desc({pn, cout, oh, ow}, dt::s32, tag::nhwc);
       dnnl::memory::dims wdims, wstrides;
       const int64_t sh = p.kernel_w * cig * cout, sw = cig * cout;
       if (p.groups > 1) {
@@ -315,12 +313,33 @@ Status ConvEngine::prepare_onednn() {
         wdims = {cout, cig, p.kernel_h, p.kernel_w};
         wstrides = {1, cout, sh, sw};
       }
-      dnnl::memory::desc w_any(wdims, dt::s8, tag::any);
-      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
-                                        dnnl::algorithm::convolution_direct, state->src_md, w_any,
-                                        state->dst_md, {p.stride_h, p.stride_w},
-                                        {p.dilation_h - 1, p.dilation_w - 1}, {0, 0}, {0, 0});
-      dnnl::convolution_forward::primitive_desc pd(d, state->engine);
+      // The primitive for `rows` output rows, reading the padded input rows they need.
+      auto conv_pd = [&](int64_t rows, dnnl::memory::desc* src, dnnl::memory::desc* dst) {
+        const int64_t in_rows = rows == oh ? hp : (rows - 1) * p.stride_h + (p.kernel_h - 1) * p.dilation_h + 1;
+        *src = dnnl::memory::desc({pn, p.in_c, in_rows, wp}, dt::u8, tag::nhwc);
+        *dst = dnnl::memory::desc({pn, cout, rows, ow}, dt::s32, tag::nhwc);
+        dnnl::memory::desc w_any(wdims, dt::s8, tag::any);
+        dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                          dnnl::algorithm::convolution_direct, *src, w_any, *dst,
+                                          {p.stride_h, p.stride_w},
+                                          {p.dilation_h - 1, p.dilation_w - 1}, {0, 0}, {0, 0});
+        return dnnl::convolution_forward::primitive_desc(d, state->engine);
+      };
+      // Bands whose int32 sums take about a third of L2 (1 MiB here), with the input rows
+      // and output codes beside them: at one thread (two would meet twice per band).
+      const int64_t most = std::max<int64_t>(1, (int64_t{384} << 10) / (ow * cout * 4));
+      const int64_t bands = (oh + most - 1) / most, band = (oh + bands - 1) / bands;  // even sizes
+      if (p.threads == 1 && planes == 1 && digits.size() == 1 && p.batch == 1 && band < oh) {
+        state->band = band;
+        if (oh % band != 0) {
+          auto tail = conv_pd(oh % band, &state->tail_src_md, &state->tail_dst_md);
+          state->tail_prim = dnnl::convolution_forward(tail);
+          dnnl::memory user(dnnl::memory::desc(wdims, dt::s8, wstrides), state->engine, digits[0].data());
+          state->tail_weights = dnnl::memory(tail.weights_desc(), state->engine);
+          dnnl::reorder(user, state->tail_weights).execute(state->stream, user, state->tail_weights);
+        }
+      }
+      auto pd = conv_pd(state->band > 0 ? state->band : oh, &state->src_md, &state->dst_md);
       state->prim = dnnl::convolution_forward(pd);
       user_w = dnnl::memory::desc(wdims, dt::s8, wstrides);
       packed_w = pd.weights_desc();
@@ -337,7 +356,7 @@ Status ConvEngine::prepare_onednn() {
   }
   const bool direct_src = planes == 1 && in_shift == 0 && hp == p.in_h && wp == p.in_w;
   padded_size = direct_src ? 0 : static_cast<size_t>(pn * hp * wp * p.in_c);
-  raw_size = digits.size() * static_cast<size_t>(pn * oh * ow * cout);
+  raw_size = digits.size() * static_cast<size_t>(pn * (state->band > 0 ? state->band : oh) * ow * cout);
   if (digits.size() > 1 || planes > 1) stage.fast = false;
   dnnl = std::move(state);
   return Status::Ok();
@@ -430,6 +449,7 @@ Status ConvEngine::run_onednn(const void* in, void* out) {
     });
     src = padded;
   }
+  if (dnnl->band > 0) return run_bands(src, raw, out);
   const int64_t rows = n * oh * ow, plane_out = rows * p.out_c;
   try {
     detail::OmpThreadsScope threads(p.threads);
@@ -455,6 +475,31 @@ Status ConvEngine::run_onednn(const void* in, void* out) {
     }
   }
   stage.run(raws, coef, rows, p.out_c, p.out_c, nullptr, nullptr, out, p.threads);
+  return Status::Ok();
+}
+
+Status ConvEngine::run_bands(const uint8_t* src, int32_t* raw, void* out) {
+  const int64_t band = dnnl->band, in_row = wp * p.in_c, out_row = ow * p.out_c;
+  auto* dst = static_cast<uint8_t*>(out);
+  const size_t out_size = dtype_size(stage.dtype);
+  try {
+    detail::OmpThreadsScope threads(1);
+    for (int64_t y = 0; y < oh; y += band) {
+      const bool tail = oh - y < band;
+      const int64_t rows = tail ? oh - y : band;
+      auto* in = const_cast<uint8_t*>(src) + y * p.stride_h * in_row;
+      dnnl::memory src_mem(tail ? dnnl->tail_src_md : dnnl->src_md, dnnl->engine, in);
+      dnnl::memory dst_mem(tail ? dnnl->tail_dst_md : dnnl->dst_md, dnnl->engine, raw);
+      (tail ? dnnl->tail_prim : dnnl->prim)
+          .execute(dnnl->stream, {{DNNL_ARG_SRC, src_mem},
+                                  {DNNL_ARG_WEIGHTS, tail ? dnnl->tail_weights : dnnl->weights[0]},
+                                  {DNNL_ARG_DST, dst_mem}});
+      dnnl->stream.wait();
+      stage.store(raw, rows * ow, p.out_c, p.out_c, dst + y * out_row * out_size, 0);
+    }
+  } catch (const dnnl::error& e) {
+    return internal_error("{}: onednn execution failed: {}", op, e.what());
+  }
   return Status::Ok();
 }
 
