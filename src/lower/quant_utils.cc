@@ -29,19 +29,35 @@ Result<bool> remove_first_quant_and_last_dequant(ExportedProgram& program) {
   if (out == nullptr) return changed;
   std::vector<Node*> values = out->arg(0).nodes();
   const auto& specs = program.signature().outputs;
-  std::vector<Node*> dequants;
+  std::vector<size_t> dequantized;
   for (size_t i = 0; i < values.size() && i < specs.size(); ++i) {
-    Node* dq = values[i];
-    if (specs[i].kind != OutputKind::kUserOutput || !dq->is_call(OpId::kDequantizePerTensor)) continue;
-    values[i] = dq->arg(0).node();
-    dequants.push_back(dq);
+    if (specs[i].kind == OutputKind::kUserOutput && values[i]->is_call(OpId::kDequantizePerTensor)) {
+      dequantized.push_back(i);
+    }
   }
-  if (dequants.empty()) return changed;
+  if (dequantized.empty()) return changed;
+  KILN_RETURN_IF_ERROR(return_codes_instead_of_dequantized(program, dequantized));
+  return true;
+}
+
+Status return_codes_instead_of_dequantized(ExportedProgram& program, std::span<const size_t> indices) {
+  Graph& g = program.graph();
+  Node* out = g.output_node();
+  if (out == nullptr || indices.empty()) return Status::Ok();
+  std::vector<Node*> values = out->arg(0).nodes();
+  std::vector<Node*> dequants;
+  for (size_t i : indices) {
+    if (i >= values.size() || !values[i]->is_call(OpId::kDequantizePerTensor)) {
+      return invalid_argument("output {} is not returned by a dequantize node", i);
+    }
+    dequants.push_back(values[i]);
+    values[i] = values[i]->arg(0).node();
+  }
   KILN_RETURN_IF_ERROR(g.set_args(out, {Arg(values)}));
   for (Node* dq : dequants) {
     if (!dq->erased() && !dq->has_uses()) g.erase(dq);
   }
-  return true;
+  return Status::Ok();
 }
 
 Result<QuantizedReplacement> replace_quantized_partition_with_op(ExportedProgram& program,

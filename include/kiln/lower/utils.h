@@ -5,6 +5,7 @@
 #include <iosfwd>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,10 @@ std::map<std::string, DelegatedPayload> get_delegated_payload(const ExportedProg
 /// users of the dequantize keep it; other outputs are untouched). Returns whether anything
 /// changed. The program's input and output dtypes change accordingly.
 Result<bool> remove_first_quant_and_last_dequant(ExportedProgram& program);
+
+/// The outputs at `indices` of the graph's output node (each a dequantize node) return that
+/// dequantize's input instead: its codes. A dequantize left with no user is erased.
+Status return_codes_instead_of_dequantized(ExportedProgram& program, std::span<const size_t> indices);
 
 /// A group of nodes that came from one source module (torch's SourcePartition).
 struct SourcePartition {

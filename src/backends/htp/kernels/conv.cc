@@ -479,9 +479,7 @@ Status ConvEngine::run_onednn(const void* in, void* out) {
 }
 
 Status ConvEngine::run_bands(const uint8_t* src, int32_t* raw, void* out) {
-  const int64_t band = dnnl->band, in_row = wp * p.in_c, out_row = ow * p.out_c;
-  auto* dst = static_cast<uint8_t*>(out);
-  const size_t out_size = dtype_size(stage.dtype);
+  const int64_t band = dnnl->band, in_row = wp * p.in_c;
   try {
     detail::OmpThreadsScope threads(1);
     for (int64_t y = 0; y < oh; y += band) {
@@ -495,7 +493,7 @@ Status ConvEngine::run_bands(const uint8_t* src, int32_t* raw, void* out) {
                                   {DNNL_ARG_WEIGHTS, tail ? dnnl->tail_weights : dnnl->weights[0]},
                                   {DNNL_ARG_DST, dst_mem}});
       dnnl->stream.wait();
-      stage.store(raw, rows * ow, p.out_c, p.out_c, dst + y * out_row * out_size, 0);
+      stage.store(raw, rows * ow, p.out_c, p.out_c, out, y * ow);
     }
   } catch (const dnnl::error& e) {
     return internal_error("{}: onednn execution failed: {}", op, e.what());

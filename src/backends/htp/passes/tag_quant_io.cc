@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "kiln/backends/htp/capture.h"
+#include "kiln/lower/utils.h"
 #include "pass_util.h"
 
 namespace kiln::htp {
@@ -52,9 +53,9 @@ Result<std::vector<QuantizedIo>> tag_quant_io(ExportedProgram& program, const Qu
   }
   Graph& g = program.graph();
   Node* out = g.output_node();
-  std::vector<Node*> values = out != nullptr ? out->arg(0).nodes() : std::vector<Node*>{};
+  const std::vector<Node*> values = out != nullptr ? out->arg(0).nodes() : std::vector<Node*>{};
   const auto& specs = program.signature().outputs;
-  std::vector<Node*> dequants;
+  std::vector<size_t> outputs;
   for (size_t i = 0; i < values.size() && i < specs.size(); ++i) {
     if (specs[i].kind != OutputKind::kUserOutput) continue;
     std::optional<DType> want = dtype_of(*values[i]);
@@ -67,8 +68,7 @@ Result<std::vector<QuantizedIo>> tag_quant_io(ExportedProgram& program, const Qu
     }
     KILN_ASSIGN_OR_RETURN(QuantAttrs qa, qdq_attrs(program, dq));
     KILN_RETURN_IF_ERROR(check_dtype("output", name, *want, qa.dtype));
-    values[i] = dq->arg(0).node();
-    dequants.push_back(dq);
+    outputs.push_back(i);
     tagged.push_back({QuantizedIo::kOutput, name, std::move(qa)});
   }
 
@@ -80,12 +80,7 @@ Result<std::vector<QuantizedIo>> tag_quant_io(ExportedProgram& program, const Qu
     }
     p->meta.val[0].dtype = tagged[i].quant.dtype;
   }
-  if (!dequants.empty()) {
-    KILN_RETURN_IF_ERROR(g.set_args(out, {Arg(values)}));
-    for (Node* dq : dequants) {
-      if (!dq->erased() && !dq->has_uses()) g.erase(dq);
-    }
-  }
+  KILN_RETURN_IF_ERROR(return_codes_instead_of_dequantized(program, outputs));
   if (!tagged.empty()) KILN_RETURN_IF_ERROR(program.lint().with_context("tag_quant_io"));
   return tagged;
 }
