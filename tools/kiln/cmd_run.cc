@@ -269,8 +269,8 @@ Status write_profile(const std::string& path, const Recorded& r) {
   std::string trace = htp::profile_to_chrome_trace(r.profiles);
   KILN_RETURN_IF_ERROR(write_file_atomic(path, trace));
   for (const htp::GraphProfile& p : r.profiles) {
-    std::cout << fmt::format("profile: HTP graph '{}' {:.3f} ms ({}, {} ops timed)\n", p.graph, p.total_ns / 1e6,
-                             htp::to_string(p.level), p.ops.size());
+    std::cout << fmt::format("profile: HTP graph '{}' {:.3f} ms ({}, {} ops timed, {} I/O bytes copied)\n",
+                             p.graph, p.total_ns / 1e6, htp::to_string(p.level), p.ops.size(), p.io_copy_bytes);
     std::vector<const htp::OpTime*> ops;
     for (const htp::OpTime& op : p.ops) ops.push_back(&op);
     std::sort(ops.begin(), ops.end(), [](auto* a, auto* b) { return a->duration_ns > b->duration_ns; });

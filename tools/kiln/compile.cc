@@ -47,7 +47,12 @@ void add_compile_options(CLI::App& cmd, CompileArgs& args) {
   cmd.add_flag("--dump-intermediate-outputs", args.dump_intermediate_outputs,
                "HTP: every op's output can be dumped (kiln run --dump DIR)")->group(htp);
   cmd.add_flag("--no-fold-relu", args.no_fold_relu, "HTP: keep relus as ops (use_fold_relu off)")->group(htp);
-  cmd.add_flag("--shared-buffer", args.shared_buffer, "HTP: execute on the caller's I/O buffers")->group(htp);
+  cmd.add_flag("--shared-buffer", args.shared_buffer, "HTP: execute on the caller's I/O buffers, no copies")->group(htp);
+  cmd.add_flag("--dlbc", args.dlbc, "HTP: store the weights compressed in the context binary (use_dlbc)")->group(htp);
+  cmd.add_flag("--no-conv-hmx", args.no_conv_hmx, "HTP: quantized convs on direct loops, not oneDNN (use_conv_hmx off)")
+      ->group(htp);
+  cmd.add_option("--pd-session", args.pd_session, "HTP: unsigned_pd (default) or signed_pd, recorded in the spec")
+      ->group(htp);
   cmd.add_flag("--saver", args.saver, "HTP: record the graph as JSON (QNN saver) instead of compiling")->group(htp);
 }
 
@@ -58,6 +63,9 @@ Result<std::vector<CompileSpec>> htp_compile_specs(const CompileArgs& args, cons
   htp::BackendOptions backend = htp::generate_htp_compiler_spec(precision == htp::HtpPrecision::kFp16);
   KILN_ASSIGN_OR_RETURN(backend.htp_options.performance_mode, htp::performance_mode_from_name(args.performance_mode));
   backend.htp_options.use_fold_relu = !args.no_fold_relu;
+  backend.htp_options.use_dlbc = args.dlbc;
+  backend.htp_options.use_conv_hmx = !args.no_conv_hmx;
+  KILN_ASSIGN_OR_RETURN(backend.htp_options.pd_session, htp::pd_session_from_name(args.pd_session));
   htp::CompilerSpecArgs spec_args;
   spec_args.online_prepare = args.online_prepare;
   spec_args.dump_intermediate_outputs = args.dump_intermediate_outputs;

@@ -37,6 +37,9 @@ struct CompileArgs {
   bool dump_intermediate_outputs = false;
   bool no_fold_relu = false;
   bool shared_buffer = false;
+  bool dlbc = false;
+  bool no_conv_hmx = false;
+  std::string pd_session = "unsigned_pd";
   bool saver = false;
 };
 

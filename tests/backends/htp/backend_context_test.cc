@@ -71,6 +71,55 @@ TEST(HtpContext, RoundTrips) {
   EXPECT_NE(text.find("y = Conv2d(x_q, w) [conv]"), std::string::npos) << text;
 }
 
+// A context whose second static tensor (65543 bytes, unreferenced) compresses well.
+Context compressible_context(bool dlbc) {
+  Context c = small_context();
+  std::vector<uint8_t> big(65543);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>((i % 7) * (i % 3));
+  c.static_data.emplace_back(std::move(big));
+  c.dlbc = dlbc;
+  return c;
+}
+
+// Where the 8 bytes of `value` (little-endian) first appear in `bytes`.
+size_t find_u64(const std::vector<uint8_t>& bytes, uint64_t value) {
+  for (size_t i = 0; i + 8 <= bytes.size(); ++i) {
+    if (std::memcmp(bytes.data() + i, &value, 8) == 0) return i;
+  }
+  return std::string::npos;
+}
+
+TEST(HtpContext, DlbcStoresStaticDataCompressedAndLosesNothing) {
+  std::vector<uint8_t> plain = serialize_context(compressible_context(false));
+  std::vector<uint8_t> packed = serialize_context(compressible_context(true));
+  EXPECT_LT(packed.size() * 10, plain.size()) << packed.size() << " vs " << plain.size();
+  auto back = parse_context(packed);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->dlbc);
+  EXPECT_EQ(back->static_data, compressible_context(true).static_data);  // inflated: the same bytes
+  EXPECT_NE(format_context(*back, false).find("use_dlbc"), std::string::npos);
+  // The 6-byte weight does not shrink: it is stored as it is.
+  EXPECT_EQ(back->static_data[0].bytes().size(), 6u);
+}
+
+TEST(HtpContext, CorruptDlbcStreamsAreNamed) {
+  std::vector<uint8_t> packed = serialize_context(compressible_context(true));
+  size_t at = find_u64(packed, 65543);
+  ASSERT_NE(at, std::string::npos);
+  std::vector<uint8_t> huge = packed;
+  uint64_t claim = uint64_t{1} << 40;
+  std::memcpy(huge.data() + at, &claim, 8);
+  std::string e = parse_error(huge);
+  EXPECT_NE(e.find("static data 1"), std::string::npos) << e;
+  EXPECT_NE(e.find("cannot inflate to the 1099511627776"), std::string::npos) << e;
+
+  std::vector<uint8_t> wrong = packed;
+  uint64_t off_by_one = 65544;
+  std::memcpy(wrong.data() + at, &off_by_one, 8);
+  e = parse_error(wrong);
+  EXPECT_NE(e.find("do not inflate to 65544"), std::string::npos) << e;
+}
+
 TEST(HtpContext, PlanSplitsVtcmAndSpillFill) {
   Context c = small_context();
   QnnGraph& g = c.graphs[0];

@@ -96,10 +96,10 @@ ExportedProgram quantized(const ExportedProgram& p, const std::vector<quant::Sam
 }
 
 std::vector<CompileSpec> specs(bool fp16, bool online = false, QcomChipset soc = QcomChipset::SM8650,
-                               bool fold_relu = true, bool conv_hmx = true) {
+                               bool fold_relu = true, bool conv_hmx = true, bool dlbc = false) {
   CompilerSpecArgs args;
   args.online_prepare = online;
-  BackendOptions backend = generate_htp_compiler_spec(fp16);
+  BackendOptions backend = generate_htp_compiler_spec(fp16, dlbc);
   backend.htp_options.use_fold_relu = fold_relu;
   backend.htp_options.use_conv_hmx = conv_hmx;
   auto s = generate_qnn_executorch_compiler_spec(soc, backend, args);
@@ -274,6 +274,27 @@ TEST(HtpBackend, ConvWithoutHmxGivesTheSameCodes) {
   ASSERT_EQ(hmx.size(), 1u);
   ASSERT_EQ(direct.size(), 1u);
   EXPECT_EQ(std::memcmp(hmx[0].data(), direct[0].data(), hmx[0].nbytes()), 0);
+}
+
+// use_dlbc stores the weights compressed in the context binary (HtpContext.Dlbc* checks the
+// sizes): lossless, so the outputs stay bit for bit.
+TEST(HtpBackend, DlbcKeepsTheCodes) {
+  ExportedProgram p;
+  build_cnn(p);
+  auto samples = samples_for("x", {1, 3, 16, 16}, 4);
+  ExportedProgram q = quantized(p, samples);
+  auto dlbc = specs(false, false, QcomChipset::SM8650, true, true, /*dlbc=*/true);
+  auto dlbc_blob = HtpBackend().preprocess(q, dlbc);
+  ASSERT_TRUE(dlbc_blob.ok()) << dlbc_blob.status().message();
+  auto context = parse_context(dlbc_blob->processed_bytes);
+  ASSERT_TRUE(context.ok()) << context.status().message();
+  EXPECT_TRUE(context->dlbc);
+  std::vector<Tensor> in = {samples[1].inputs["x"]};
+  std::vector<Tensor> plain = run_on_htp(q.clone(), specs(false), in);
+  std::vector<Tensor> packed = run_on_htp(q.clone(), dlbc, in);
+  ASSERT_EQ(plain.size(), 1u);
+  ASSERT_EQ(packed.size(), 1u);
+  EXPECT_EQ(std::memcmp(plain[0].data(), packed[0].data(), plain[0].nbytes()), 0);
 }
 
 // preprocess runs capture_program first: the convolutions and pooling read and write NHWC, so
@@ -458,6 +479,51 @@ TEST(HtpBackend, ProfileAndDumpThroughTheExecutor) {
   std::string trace = profile_to_chrome_trace(std::span(&prof, 1));
   EXPECT_NE(trace.find("\"traceEvents\""), std::string::npos);
   EXPECT_NE(trace.find("\"ph\": \"X\""), std::string::npos);
+}
+
+// Hands out output buffers and remembers them: the caller's memory.
+class RecordingContext final : public portable::KernelContext {
+ public:
+  Tensor allocate(DType dtype, std::vector<int64_t> shape) override {
+    Tensor t(dtype, std::move(shape));
+    given.push_back(t.data());
+    return t;
+  }
+  std::vector<const void*> given;
+};
+
+TEST(HtpBackend, SharedBufferExecutesOnTheCallersBuffers) {
+  ExportedProgram p;
+  build_cnn(p);
+  auto sp = specs(true);
+  auto blob = HtpBackend().preprocess(p, sp);
+  ASSERT_TRUE(blob.ok()) << blob.status().message();
+  auto context = parse_context(blob->processed_bytes);
+  ASSERT_TRUE(context.ok()) << context.status().message();
+  auto shared_context = std::make_shared<const Context>(std::move(*context));
+  std::vector<Tensor> in = {random_tensor({1, 3, 16, 16}, 5)};
+  std::vector<std::vector<Tensor>> results;
+  for (bool shared : {false, true}) {
+    auto options = *flatbuffer_to_option(sp[0].value);
+    options.shared_buffer = shared;
+    options.profile_level = ProfileLevel::kBasic;
+    auto ex = HtpExecutor::create(shared_context, "forward", options, 1);
+    ASSERT_TRUE(ex.ok()) << ex.status().message();
+    RecordingContext caller;
+    auto out = (*ex)->execute(in, &caller);
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    ASSERT_EQ(out->size(), caller.given.size());
+    for (size_t k = 0; k < out->size(); ++k) EXPECT_EQ((*out)[k].data(), caller.given[k]);
+    int64_t io = in[0].nbytes();
+    for (const Tensor& t : *out) io += t.nbytes();
+    // Without a shared buffer the inputs are copied in and the outputs out; with it, none.
+    EXPECT_EQ((*ex)->last_profile().io_copy_bytes, shared ? 0 : io) << "shared_buffer " << shared;
+    results.push_back(std::move(out).value());
+  }
+  ASSERT_EQ(results[0].size(), results[1].size());
+  for (size_t k = 0; k < results[0].size(); ++k) {
+    EXPECT_EQ(0, std::memcmp(results[0][k].data(), results[1][k].data(), results[0][k].nbytes()));
+  }
 }
 
 TEST(HtpBackend, SymbolicShapesStayOnTheCpu) {

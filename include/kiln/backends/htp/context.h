@@ -150,6 +150,10 @@ struct Context {
   std::vector<QnnGraph> graphs;
   std::vector<StaticData> static_data;
   std::string producer = "kiln";
+  /// Deep-learning bandwidth compression (use_dlbc): the binary stores static data
+  /// deflate-compressed where that is smaller; parse_context inflates it, so in memory it is
+  /// the same bytes (lossless, same footprint, fewer bytes read from storage).
+  bool dlbc = false;
 
   /// The graph named `name`, or null.
   const QnnGraph* graph(std::string_view name) const;

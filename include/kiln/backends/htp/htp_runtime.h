@@ -33,6 +33,7 @@ struct GraphProfile {
   std::string graph;
   ProfileLevel level = ProfileLevel::kOff;
   int64_t total_ns = 0;
+  int64_t io_copy_bytes = 0;  ///< I/O bytes copied between the caller's buffers and the graph's (0 with shared_buffer)
   std::vector<OpTime> ops;
 };
 

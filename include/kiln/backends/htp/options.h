@@ -135,9 +135,13 @@ struct HtpBackendOptions {
   uint64_t max_sf_buf_size = 0;
   HtpPerformanceMode performance_mode = HtpPerformanceMode::kDefault;  ///< threads and waiting
   HtpPrecision precision = HtpPrecision::kQuantized;    ///< fixed point or fp16 inside the graph
-  HtpPdSession pd_session = HtpPdSession::kUnsignedPd;  ///< accepted and recorded; no effect here
+  /// The DSP protection domain the graph runs in on a device. There is no DSP here: recorded in
+  /// the compile spec (kiln inspect shows it), no effect on the CPU execution.
+  HtpPdSession pd_session = HtpPdSession::kUnsignedPd;
   bool use_conv_hmx = true;         ///< quantized convs on oneDNN's matrix (VNNI) kernels; off: direct loops
-  bool use_dlbc = false;            ///< deep-learning bandwidth compression of inputs
+  /// Deep-learning bandwidth compression: the context binary stores its weights
+  /// deflate-compressed where that is smaller, inflated once at load (lossless: same outputs).
+  bool use_dlbc = false;
   bool use_fold_relu = true;        ///< fold a relu into its producer's quantized output range
   bool use_multi_contexts = false;  ///< contexts of the program share one spill-fill buffer
   bool use_weight_sharing = false;  ///< graphs of one context share their weights

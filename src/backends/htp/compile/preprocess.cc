@@ -179,6 +179,7 @@ Result<PreprocessResult> HtpBackend::preprocess(const ExportedProgram& submodule
   c.soc = options.soc_info;
   c.precision = options.backend_options.htp_options.precision;
   c.prepared = !options.online_prepare;
+  c.dlbc = options.backend_options.htp_options.use_dlbc;
   std::string name = options.graph_name.empty() ? "forward" : options.graph_name;
   // The builder reads the folded, channels-last program capture_program leaves (capture.h).
   ExportedProgram captured = submodule.clone();

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <map>
 
+#include <zlib.h>
+
 #include "htp_context_generated.h"
 #include "passes/greedy_placement.h"
 
@@ -35,6 +37,38 @@ std::vector<T> to_vec(const flatbuffers::Vector<T>* v) {
 }
 
 std::string str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+// zlib streams of use_dlbc static data. Deflate expands at most about 1032:1, so a claimed
+// size beyond that is corrupt before anything is allocated.
+constexpr uint64_t kMaxInflateRatio = 1032;
+
+std::vector<uint8_t> deflate_bytes(std::span<const uint8_t> raw) {
+  uLongf size = compressBound(static_cast<uLong>(raw.size()));
+  std::vector<uint8_t> out(size);
+  if (compress2(out.data(), &size, raw.data(), static_cast<uLong>(raw.size()), Z_BEST_SPEED) != Z_OK) return {};
+  out.resize(size);
+  return out;
+}
+
+Result<std::vector<uint8_t>> inflate_bytes(std::span<const uint8_t> stream, uint64_t raw_size, size_t index) {
+  std::string where = fmt::format("static data {}", index);
+  if (raw_size / kMaxInflateRatio > stream.size()) {
+    return bad(where, fmt::format("{} compressed bytes cannot inflate to the {} it claims", stream.size(), raw_size));
+  }
+  std::vector<uint8_t> out;
+  try {
+    out.resize(raw_size);
+  } catch (const std::bad_alloc&) {
+    return resource_exhausted("context binary: {}: cannot allocate {} bytes", where, raw_size);
+  }
+  uLongf size = static_cast<uLongf>(raw_size);
+  int rc = uncompress(out.data(), &size, stream.data(), static_cast<uLong>(stream.size()));
+  if (rc != Z_OK || size != raw_size) {
+    return bad(where, fmt::format("its {} compressed bytes do not inflate to {} ({})", stream.size(), raw_size,
+                                  rc == Z_OK ? fmt::format("got {}", size) : std::string(zError(rc))));
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -101,9 +135,15 @@ std::vector<uint8_t> serialize_context(const Context& c) {
   flatbuffers::FlatBufferBuilder b(1 << 16);
   std::vector<flatbuffers::Offset<fb::StaticData>> statics;
   for (const StaticData& s : c.static_data) {
-    b.ForceVectorAlignment(s.bytes().size(), 1, 32);  // flatbuffers aligns to at most 32
-    auto data = b.CreateVector(s.bytes().data(), s.bytes().size());
-    statics.push_back(fb::CreateStaticData(b, data));
+    std::span<const uint8_t> stored = s.bytes();
+    std::vector<uint8_t> deflated;
+    if (c.dlbc && !stored.empty()) {
+      deflated = deflate_bytes(stored);
+      if (!deflated.empty() && deflated.size() < stored.size()) stored = deflated;
+    }
+    b.ForceVectorAlignment(stored.size(), 1, 32);  // flatbuffers aligns to at most 32
+    auto data = b.CreateVector(stored.data(), stored.size());
+    statics.push_back(fb::CreateStaticData(b, data, stored.data() == s.bytes().data() ? 0 : s.bytes().size()));
   }
   std::vector<flatbuffers::Offset<fb::Graph>> graphs;
   for (const QnnGraph& g : c.graphs) {
@@ -135,7 +175,7 @@ std::vector<uint8_t> serialize_context(const Context& c) {
   auto root = fb::CreateContext(b, c.version, static_cast<int32_t>(c.soc.soc_model),
                                 static_cast<int32_t>(c.soc.htp_arch), c.soc.vtcm_size_mb,
                                 static_cast<uint8_t>(c.precision), c.prepared, b.CreateVector(graphs),
-                                b.CreateVector(statics), b.CreateString(c.producer));
+                                b.CreateVector(statics), b.CreateString(c.producer), c.dlbc);
   fb::FinishContextBuffer(b, root);
   return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
 }
@@ -302,15 +342,12 @@ Result<Context> parse_context(std::span<const uint8_t> bytes, std::shared_ptr<co
   c.precision = static_cast<HtpPrecision>(root->precision());
   c.prepared = root->prepared();
   c.producer = str(root->producer());
+  c.dlbc = root->dlbc();
+  // Sizes of the static data as the graphs see it (compressed entries: their inflated size).
+  std::vector<uint64_t> static_sizes;
   if (root->static_data()) {
     for (const fb::StaticData* s : *root->static_data()) {
-      std::span<const uint8_t> view;
-      if (s->data()) view = std::span<const uint8_t>(s->data()->data(), s->data()->size());
-      if (keep) {
-        c.static_data.emplace_back(view, keep);
-      } else {
-        c.static_data.emplace_back(std::vector<uint8_t>(view.begin(), view.end()));
-      }
+      static_sizes.push_back(s->raw_size() != 0 ? s->raw_size() : (s->data() ? s->data()->size() : 0));
     }
   }
   size_t ng = root->graphs() ? root->graphs()->size() : 0;
@@ -318,14 +355,14 @@ Result<Context> parse_context(std::span<const uint8_t> bytes, std::shared_ptr<co
   std::map<std::string, size_t, std::less<>> names;
   for (size_t i = 0; i < ng; ++i) {
     KILN_ASSIGN_OR_RETURN(QnnGraph g, parse_graph(*root->graphs()->Get(static_cast<flatbuffers::uoffset_t>(i)), i,
-                                                  c.static_data.size()));
+                                                  static_sizes.size()));
     if (!names.emplace(g.name, i).second) return bad("graphs", fmt::format("graph name '{}' is used twice", g.name));
     // A static tensor's bytes must be exactly what its dims and type need.
     for (const QnnTensor& t : g.tensors) {
       if (t.type != TensorType::kStatic) continue;
       uint64_t want = t.num_elements() * dtype_size(storage_dtype(t.data_type));
       if (t.data_type == QnnDataType::kFloat16) want = t.num_elements() * 2;
-      size_t got = c.static_data[t.static_index].bytes().size();
+      uint64_t got = static_sizes[static_cast<size_t>(t.static_index)];
       if (got != want) {
         return bad(fmt::format("graph '{}', static tensor '{}'", g.name, t.name),
                    fmt::format("{} bytes of data, its dims [{}] and type {} need {}", got,
@@ -333,6 +370,21 @@ Result<Context> parse_context(std::span<const uint8_t> bytes, std::shared_ptr<co
       }
     }
     c.graphs.push_back(std::move(g));
+  }
+  if (root->static_data()) {
+    for (size_t i = 0; i < static_sizes.size(); ++i) {
+      const fb::StaticData* s = root->static_data()->Get(static_cast<flatbuffers::uoffset_t>(i));
+      std::span<const uint8_t> view;
+      if (s->data()) view = std::span<const uint8_t>(s->data()->data(), s->data()->size());
+      if (s->raw_size() != 0) {
+        KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> raw, inflate_bytes(view, s->raw_size(), i));
+        c.static_data.emplace_back(std::move(raw));
+      } else if (keep) {
+        c.static_data.emplace_back(view, keep);
+      } else {
+        c.static_data.emplace_back(std::vector<uint8_t>(view.begin(), view.end()));
+      }
+    }
   }
   return c;
 }
@@ -345,7 +397,8 @@ std::string format_context(const Context& c, bool list_ops) {
                                 c.prepared ? "prepared (offline)" : "op graph (online prepare)");
   uint64_t static_bytes = 0;
   for (const StaticData& s : c.static_data) static_bytes += s.bytes().size();
-  out += fmt::format("  static data: {} tensors, {} bytes\n", c.static_data.size(), static_bytes);
+  out += fmt::format("  static data: {} tensors, {} bytes{}\n", c.static_data.size(), static_bytes,
+                     c.dlbc ? " (stored deflate-compressed: use_dlbc)" : "");
   auto describe = [](const QnnTensor& t) {
     std::string s = fmt::format("{} [{}] {}", t.name, fmt::join(t.dims, ", "), qnn_data_type_name(t.data_type));
     if (t.encoding.defined()) {

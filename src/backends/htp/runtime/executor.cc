@@ -73,6 +73,9 @@ struct HtpExecutor::Impl {
   std::vector<std::unique_ptr<PreparedOp>> ops;
   GraphProfile profile;
   DumpFn dump;
+  // Without shared_buffer, the graph's own I/O buffers: inputs are copied in, outputs out
+  // (what QNN does with client buffers that are not registered shared memory).
+  std::vector<Tensor> own_inputs, own_outputs;
 };
 
 HtpExecutor::HtpExecutor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -153,6 +156,14 @@ Result<std::unique_ptr<HtpExecutor>> HtpExecutor::create(std::shared_ptr<const C
     if (!p.ok()) return p.status().with_context(fmt::format("HTP graph '{}'", graph.name));
     impl->ops.push_back(std::move(p).value());
   }
+  if (!options.shared_buffer) {
+    auto own = [&](uint32_t id) {
+      const QnnTensor& t = graph.tensors[id];
+      return Tensor(storage_dtype(t.data_type), std::vector<int64_t>(t.dims.begin(), t.dims.end()));
+    };
+    for (uint32_t id : graph.inputs) impl->own_inputs.push_back(own(id));
+    for (uint32_t id : graph.outputs) impl->own_outputs.push_back(own(id));
+  }
   impl->profile.graph = graph.name;
   impl->profile.level = options.profile_level;
   return std::unique_ptr<HtpExecutor>(new HtpExecutor(std::move(impl)));
@@ -165,6 +176,7 @@ Result<std::vector<Tensor>> HtpExecutor::execute(std::span<const Tensor> inputs,
   if (inputs.size() != g.inputs.size()) {
     return invalid_argument("HTP graph '{}' takes {} inputs, got {}", g.name, g.inputs.size(), inputs.size());
   }
+  int64_t copied = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const QnnTensor& t = g.tensors[g.inputs[i]];
     DType want = storage_dtype(t.data_type);
@@ -174,20 +186,24 @@ Result<std::vector<Tensor>> HtpExecutor::execute(std::span<const Tensor> inputs,
                               dtype_name(want), fmt::join(shape, ", "), dtype_name(inputs[i].dtype()),
                               fmt::join(inputs[i].shape(), ", "));
     }
-    f.values[g.inputs[i]] = inputs[i];
-    if (t.data_type == QnnDataType::kFloat16) {
-      // fp16 graphs see half inputs.
-      Tensor h(DType::kF32, shape);
-      std::memcpy(h.mutable_data(), inputs[i].data(), inputs[i].nbytes());
-      round_to_half(h.mutable_data_as<float>(), static_cast<size_t>(h.numel()));
-      f.values[g.inputs[i]] = std::move(h);
+    const bool half = t.data_type == QnnDataType::kFloat16;  // fp16 graphs see half inputs
+    if (m.options.shared_buffer && !half) {
+      f.values[g.inputs[i]] = inputs[i];
+      continue;
     }
+    Tensor in = m.options.shared_buffer ? Tensor(DType::kF32, shape) : m.own_inputs[i];
+    std::memcpy(in.mutable_data(), inputs[i].data(), inputs[i].nbytes());
+    if (!m.options.shared_buffer) copied += inputs[i].nbytes();
+    if (half) round_to_half(in.mutable_data_as<float>(), static_cast<size_t>(in.numel()));
+    f.values[g.inputs[i]] = std::move(in);
   }
-  for (uint32_t id : g.outputs) {
-    const QnnTensor& t = g.tensors[id];
+  std::vector<Tensor> outs;
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    const QnnTensor& t = g.tensors[g.outputs[k]];
     std::vector<int64_t> shape(t.dims.begin(), t.dims.end());
     DType d = storage_dtype(t.data_type);
-    f.values[id] = outputs_ctx != nullptr ? outputs_ctx->allocate(d, shape) : Tensor(d, shape);
+    outs.push_back(outputs_ctx != nullptr ? outputs_ctx->allocate(d, shape) : Tensor(d, shape));
+    f.values[g.outputs[k]] = m.options.shared_buffer ? outs.back() : m.own_outputs[k];
   }
   bool per_op = m.options.profile_level == ProfileLevel::kDetailed || m.options.profile_level == ProfileLevel::kOptrace;
   bool dumping = m.dump != nullptr;
@@ -216,9 +232,14 @@ Result<std::vector<Tensor>> HtpExecutor::execute(std::span<const Tensor> inputs,
       }
     }
   }
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const Tensor& result = f.values[g.outputs[k]];  // (an output named twice is written once)
+    if (result.data() == outs[k].data()) continue;
+    std::memcpy(outs[k].mutable_data(), result.data(), outs[k].nbytes());
+    if (!m.options.shared_buffer) copied += outs[k].nbytes();
+  }
   m.profile.total_ns = now_ns() - start;
-  std::vector<Tensor> outs;
-  for (uint32_t id : g.outputs) outs.push_back(f.values[id]);
+  m.profile.io_copy_bytes = copied;
   for (uint32_t id : g.inputs) f.values[id] = Tensor();
   for (uint32_t id : g.outputs) f.values[id] = Tensor();
   return outs;
