@@ -396,6 +396,20 @@ expect 1 "a saver blob does not run" -- "$kiln" run "$work/hs.kpte"
 contains "saver message" "$err" "QNN saver's JSON record"
 expect 1 "profile without a profile level" -- "$kiln" run "$work/hf.kpte" --profile "$work/x.json"
 contains "profile level message" "$err" "--profile-level"
+# use_dlbc, shared_buffer, use_conv_hmx and pd_session from the command line: the same codes come
+# out; without a shared buffer the profile counts the copied I/O bytes, with it none.
+expect 0 "htp plain compile" -- "$kiln" compile "$work/q.kir" --backend htp --dim batch=1..1 --profile-level basic -o "$work/hp.kpte"
+expect 0 "htp option compile" -- "$kiln" compile "$work/q.kir" --backend htp --dim batch=1..1 --profile-level basic --dlbc --shared-buffer --no-conv-hmx --pd-session signed_pd -o "$work/ho.kpte"
+expect 0 "htp plain run" -- "$kiln" run "$work/hp.kpte" --inputs "$calib/00.npz" --output-dir "$work/hpr" --profile "$work/x.json"
+contains "copies without a shared buffer" "$out" ", 12328 I/O bytes copied"
+expect 0 "htp option run" -- "$kiln" run "$work/ho.kpte" --inputs "$calib/00.npz" --output-dir "$work/hor" --profile "$work/x.json"
+contains "no copies with a shared buffer" "$out" ", 0 I/O bytes copied"
+cmp -s "$work/hpr/probs.npy" "$work/hor/probs.npy" || { echo "FAIL: --dlbc --shared-buffer --no-conv-hmx changed the outputs"; failures=$((failures + 1)); }
+expect 0 "inspect the options" -- "$kiln" inspect "$work/ho.kpte"
+contains "inspect pd_session" "$out" "pd_session: signed_pd"
+contains "inspect dlbc" "$out" "(stored deflate-compressed: use_dlbc)"
+expect 1 "unknown pd session" -- "$kiln" compile "$work/q.kir" --backend htp --pd-session secure --dim batch=1..1 -o "$work/x.kpte"
+contains "pd session message" "$err" "secure"
 
 echo "kiln_tool_e2e: $passes passed, $failures failed"
 [[ $failures -eq 0 ]]
