@@ -186,8 +186,12 @@ TEST(HtpConv2d, Resnet18Layer1ShapeAndWideChannels) {
 TEST(HtpConv2d, BandsOfOutputRowsBitExact) {
   Rng rng(13);
   struct Geometry { int64_t h, w, in_c, out_c, k, stride, dilation, pad, groups; };
-  for (Geometry g : {Geometry{70, 48, 16, 64, 3, 1, 1, 1, 1}, Geometry{300, 40, 3, 64, 7, 2, 1, 3, 1},
-                     Geometry{64, 64, 32, 96, 3, 1, 2, 2, 1}, Geometry{201, 48, 64, 64, 3, 2, 1, 1, 64}}) {
+  const Geometry geometries[] = {{70, 48, 16, 64, 3, 1, 1, 1, 1}, {300, 40, 3, 64, 7, 2, 1, 3, 1},
+                                 {64, 64, 32, 96, 3, 1, 2, 2, 1}, {201, 48, 64, 64, 3, 2, 1, 1, 64}};
+  // One thread runs the bands in order; two run whole bands each, side by side.
+  for (int i = 0; i < 8; ++i) {
+    const Geometry g = geometries[i % 4];
+    const int threads = 1 + i / 4;
     Case c;
     Conv2dParams& p = c.r.p;
     p.in_h = g.h;
@@ -199,14 +203,14 @@ TEST(HtpConv2d, BandsOfOutputRowsBitExact) {
     p.dilation_h = p.dilation_w = g.dilation;
     p.pad_top = p.pad_left = p.pad_bottom = p.pad_right = g.pad;
     p.groups = g.groups;
-    p.threads = 1;
+    p.threads = threads;
     c.r.in = random_input_encoding(rng, DType::kU8);
     c.r.w = random_weight_encoding(rng, WeightKind::k8, g.out_c, 3, true);
     c.r.x = rng.codes(g.h * g.w * g.in_c, c.r.in.qmin, c.r.in.qmax);
     c.r.wt = rng.codes(g.k * g.k * (g.in_c / g.groups) * g.out_c, c.r.w.qmin, c.r.w.qmax);
-    for (int64_t i = 0; i < g.out_c; ++i) c.r.bias.push_back(rng.uniform(-100000, 100000));
-    c.desc = fmt::format("banded {}x{}x{}->{} k{} s{} d{} g{}", g.h, g.w, g.in_c, g.out_c, g.k, g.stride,
-                         g.dilation, g.groups);
+    for (int64_t o = 0; o < g.out_c; ++o) c.r.bias.push_back(rng.uniform(-100000, 100000));
+    c.desc = fmt::format("banded {}x{}x{}->{} k{} s{} d{} g{} threads {}", g.h, g.w, g.in_c, g.out_c, g.k,
+                         g.stride, g.dilation, g.groups, threads);
     check_conv(rng, c, DType::kU8, true);
     if (HasFatalFailure()) return;
   }

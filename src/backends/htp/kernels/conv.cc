@@ -10,8 +10,10 @@
 // inner sum is exact when 255 * sum |d_q| < 2^31, which prepare checks per output channel.
 // Without VNNI oneDNN multiplies with vpmaddubsw, which saturates the sum of two u8*s8 products
 // to int16; B = 128 keeps |d| <= 64 and 2 * 255 * 64 < 2^15, so that is exact too.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <vector>
 
@@ -314,6 +316,9 @@ Status ConvEngine::prepare_onednn() {
         wstrides = {1, cout, sh, sw};
       }
       // The primitive for `rows` output rows, reading the padded input rows they need.
+      // Banded primitives run side by side on several threads: each gets its scratchpad from
+      // the running thread (oneDNN's library scratchpad is one buffer for all).
+      dnnl::primitive_attr attr;
       auto conv_pd = [&](int64_t rows, dnnl::memory::desc* src, dnnl::memory::desc* dst) {
         const int64_t in_rows = rows == oh ? hp : (rows - 1) * p.stride_h + (p.kernel_h - 1) * p.dilation_h + 1;
         *src = dnnl::memory::desc({pn, p.in_c, in_rows, wp}, dt::u8, tag::nhwc);
@@ -323,16 +328,22 @@ Status ConvEngine::prepare_onednn() {
                                           dnnl::algorithm::convolution_direct, *src, w_any, *dst,
                                           {p.stride_h, p.stride_w},
                                           {p.dilation_h - 1, p.dilation_w - 1}, {0, 0}, {0, 0});
-        return dnnl::convolution_forward::primitive_desc(d, state->engine);
+        return dnnl::convolution_forward::primitive_desc(d, attr, state->engine);
       };
       // Bands whose int32 sums take about a third of L2 (1 MiB here), with the input rows
-      // and output codes beside them: at one thread (two would meet twice per band).
+      // and output codes beside them. With several threads each runs whole bands on its own
+      // (a multiple of the thread count, so that they finish together).
       const int64_t most = std::max<int64_t>(1, (int64_t{384} << 10) / (ow * cout * 4));
-      const int64_t bands = (oh + most - 1) / most, band = (oh + bands - 1) / bands;  // even sizes
-      if (p.threads == 1 && planes == 1 && digits.size() == 1 && p.batch == 1 && band < oh) {
+      const int64_t threads = std::max(1, p.threads);
+      int64_t bands = (oh + most - 1) / most;
+      if (bands > 1) bands = (bands + threads - 1) / threads * threads;
+      const int64_t band = (oh + bands - 1) / bands;  // even sizes
+      if (planes == 1 && digits.size() == 1 && p.batch == 1 && band < oh) {
         state->band = band;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
         if (oh % band != 0) {
           auto tail = conv_pd(oh % band, &state->tail_src_md, &state->tail_dst_md);
+          state->tail_scratchpad_md = tail.scratchpad_desc();
           state->tail_prim = dnnl::convolution_forward(tail);
           dnnl::memory user(dnnl::memory::desc(wdims, dt::s8, wstrides), state->engine, digits[0].data());
           state->tail_weights = dnnl::memory(tail.weights_desc(), state->engine);
@@ -341,6 +352,7 @@ Status ConvEngine::prepare_onednn() {
       }
       auto pd = conv_pd(state->band > 0 ? state->band : oh, &state->src_md, &state->dst_md);
       state->prim = dnnl::convolution_forward(pd);
+      state->scratchpad_md = pd.scratchpad_desc();
       user_w = dnnl::memory::desc(wdims, dt::s8, wstrides);
       packed_w = pd.weights_desc();
     }
@@ -379,7 +391,7 @@ Status ConvEngine::run(const void* in, void* out) {
 // and lives as long as the thread.
 namespace {
 
-template <typename T>
+template <typename T, int kSlot = 0>
 T* thread_scratch(size_t count) {
   thread_local std::vector<T> buffer;
   if (buffer.size() < count) {
@@ -449,7 +461,7 @@ Status ConvEngine::run_onednn(const void* in, void* out) {
     });
     src = padded;
   }
-  if (dnnl->band > 0) return run_bands(src, raw, out);
+  if (dnnl->band > 0) return run_bands(src, out);
   const int64_t rows = n * oh * ow, plane_out = rows * p.out_c;
   try {
     detail::OmpThreadsScope threads(p.threads);
@@ -478,26 +490,51 @@ Status ConvEngine::run_onednn(const void* in, void* out) {
   return Status::Ok();
 }
 
-Status ConvEngine::run_bands(const uint8_t* src, int32_t* raw, void* out) {
-  const int64_t band = dnnl->band, in_row = wp * p.in_c;
-  try {
-    detail::OmpThreadsScope threads(1);
-    for (int64_t y = 0; y < oh; y += band) {
-      const bool tail = oh - y < band;
-      const int64_t rows = tail ? oh - y : band;
-      auto* in = const_cast<uint8_t*>(src) + y * p.stride_h * in_row;
-      dnnl::memory src_mem(tail ? dnnl->tail_src_md : dnnl->src_md, dnnl->engine, in);
-      dnnl::memory dst_mem(tail ? dnnl->tail_dst_md : dnnl->dst_md, dnnl->engine, raw);
-      (tail ? dnnl->tail_prim : dnnl->prim)
-          .execute(dnnl->stream, {{DNNL_ARG_SRC, src_mem},
-                                  {DNNL_ARG_WEIGHTS, tail ? dnnl->tail_weights : dnnl->weights[0]},
-                                  {DNNL_ARG_DST, dst_mem}});
-      dnnl->stream.wait();
-      stage.store(raw, rows * ow, p.out_c, p.out_c, out, y * ow);
+Status ConvEngine::run_bands(const uint8_t* src, void* out) {
+  const int64_t band = dnnl->band, in_row = wp * p.in_c, bands = (oh + band - 1) / band;
+  // Band b on the calling thread, into `sums` (that thread's scratch).
+  auto run_band = [&](int64_t b, int32_t* sums, dnnl::stream& stream) {
+    const int64_t y = b * band, rows = std::min(band, oh - y);
+    const bool tail = rows < band;
+    auto* in = const_cast<uint8_t*>(src) + y * p.stride_h * in_row;
+    const dnnl::memory::desc& scratch_md = tail ? dnnl->tail_scratchpad_md : dnnl->scratchpad_md;
+    auto* scratch = thread_scratch<uint8_t, 1>(std::max<size_t>(scratch_md.get_size(), 1));
+    if (scratch == nullptr) throw std::bad_alloc();
+    dnnl::memory src_mem(tail ? dnnl->tail_src_md : dnnl->src_md, dnnl->engine, in);
+    dnnl::memory dst_mem(tail ? dnnl->tail_dst_md : dnnl->dst_md, dnnl->engine, sums);
+    dnnl::memory scratch_mem(scratch_md, dnnl->engine, scratch);
+    (tail ? dnnl->tail_prim : dnnl->prim)
+        .execute(stream, {{DNNL_ARG_SRC, src_mem},
+                          {DNNL_ARG_WEIGHTS, tail ? dnnl->tail_weights : dnnl->weights[0]},
+                          {DNNL_ARG_DST, dst_mem},
+                          {DNNL_ARG_SCRATCHPAD, scratch_mem}});
+    stream.wait();
+    stage.store(sums, rows * ow, p.out_c, p.out_c, out, y * ow);
+  };
+  // Bands [b0, b1) on the calling thread, its sums in that thread's scratch (`raw` for this
+  // one); an error's text lands in `error`.
+  std::mutex mu;
+  std::string error;
+  auto run_range = [&](int64_t b0, int64_t b1) {
+    try {
+      int32_t* sums = thread_scratch<int32_t>(raw_size);
+      if (sums == nullptr) throw std::bad_alloc();
+      dnnl::stream stream(dnnl->engine);
+      for (int64_t b = b0; b < b1; ++b) run_band(b, sums, stream);
+    } catch (const std::exception& e) {  // dnnl::error, std::bad_alloc
+      std::lock_guard<std::mutex> lock(mu);
+      error = e.what();
     }
-  } catch (const dnnl::error& e) {
-    return internal_error("{}: onednn execution failed: {}", op, e.what());
+  };
+  if (p.threads <= 1) {
+    detail::OmpThreadsScope threads(1);
+    run_range(0, bands);
+  } else {
+    // Each thread runs whole bands with oneDNN on that thread alone (inside the parallel region
+    // oneDNN does not fork again).
+    detail::parallel_for(p.threads, bands, 1, run_range);
   }
+  if (!error.empty()) return internal_error("{}: banded onednn execution failed: {}", op, error);
   return Status::Ok();
 }
 

@@ -23,12 +23,13 @@ struct DnnlState {
   dnnl::memory::desc src_md, dst_md;
   std::vector<dnnl::memory> weights;  // per digit, in the primitive's format
   int64_t base = 256;                 // digit base
-  // Banded (one thread, one plane, one digit, batch 1): `prim` computes `band` output rows from
+  // Banded (one plane, one digit, batch 1): `prim` computes `band` output rows from
   // the input rows they need and the output stage requantizes them while their int32 sums are
   // still in L2; `tail_prim` the last oh % band rows (none when 0).
   int64_t band = 0;
   dnnl::primitive tail_prim;
   dnnl::memory::desc tail_src_md, tail_dst_md;
+  dnnl::memory::desc scratchpad_md, tail_scratchpad_md;  // banded: user scratchpads, one per thread
   dnnl::memory tail_weights;
 };
 
@@ -62,7 +63,7 @@ struct ConvEngine {
  private:
   Status prepare_onednn();
   Status run_onednn(const void* in, void* out);
-  Status run_bands(const uint8_t* src, int32_t* raw, void* out);
+  Status run_bands(const uint8_t* src, void* out);
   void run_direct(const void* in, void* out) const;
   void run_depthwise(const void* in, void* out) const;
 };
