@@ -511,8 +511,8 @@ Status ConvEngine::run_bands(const uint8_t* src, void* out) {
     stream.wait();
     stage.store(sums, rows * ow, p.out_c, p.out_c, out, y * ow);
   };
-  // Bands [b0, b1) on the calling thread, its sums in that thread's scratch (`raw` for this
-  // one); an error's text lands in `error`.
+  // Bands [b0, b1) on the calling thread, its sums in that thread's scratch; an error's text
+  // lands in `error`.
   std::mutex mu;
   std::string error;
   auto run_range = [&](int64_t b0, int64_t b1) {
