@@ -411,5 +411,29 @@ contains "inspect dlbc" "$out" "(stored deflate-compressed: use_dlbc)"
 expect 1 "unknown pd session" -- "$kiln" compile "$work/q.kir" --backend htp --pd-session secure --dim batch=1..1 -o "$work/x.kpte"
 contains "pd session message" "$err" "secure"
 
+# Context binaries out and in: compile -> --emit-context -> from-context -> run gives the same
+# outputs (quantized and fp16).
+for prec in quantized fp16; do
+  model="$work/q.kir"; [ $prec = fp16 ] && model="$src/examples/tinynet.onnx"
+  expect 0 "emit-context $prec" -- "$kiln" compile "$model" --backend htp --precision $prec --dim batch=1..1 --emit-context "$work/ctx_$prec" -o "$work/ec_$prec.kpte"
+  contains "emit-context $prec wrote" "$out" "wrote $work/ctx_$prec/forward_lowered_module_0.bin (HTP context binary"
+  expect 0 "from-context $prec" -- "$kiln" from-context "$work/ctx_$prec/forward_lowered_module_0.bin" --op loader -o "$work/fc_$prec.kpte"
+  contains "from-context $prec graph" "$out" "context graph 'forward': 1 input(s), 1 output(s)"
+  expect 0 "run compiled $prec" -- "$kiln" run "$work/ec_$prec.kpte" --inputs "$calib/00.npz" --output-dir "$work/ecr_$prec"
+  expect 0 "run from-context $prec" -- "$kiln" run "$work/fc_$prec.kpte" --inputs "$calib/00.npz" --output-dir "$work/fcr_$prec"
+  /usr/bin/python3 - "$work/ecr_$prec" "$work/fcr_$prec" <<'PY' || { echo "FAIL: from-context $prec outputs differ from the compiled program's"; failures=$((failures + 1)); }
+import glob, sys, numpy as np
+a = [np.load(f) for f in sorted(glob.glob(sys.argv[1] + "/*.npy"))]
+b = [np.load(f) for f in sorted(glob.glob(sys.argv[2] + "/*.npy"))]
+assert len(a) == len(b) == 1 and a[0].dtype == b[0].dtype and np.array_equal(a[0], b[0]), (a, b)
+PY
+done
+expect 1 "from-context on a wrong SoC" -- "$kiln" from-context "$work/ctx_fp16/forward_lowered_module_0.bin" --soc SM8550 -o "$work/x.kpte"
+contains "from-context SoC message" "$err" "built for SoC SM8650, not SM8550"
+expect 1 "from-context on a non-context" -- "$kiln" from-context "$work/q.kir" -o "$work/x.kpte"
+contains "from-context non-context message" "$err" "not a kiln HTP context binary"
+expect 1 "emit-context without htp" -- "$kiln" compile "$src/examples/tinynet.onnx" --dim batch=1..1 --emit-context "$work/ctx_none" -o "$work/x.kpte"
+contains "emit-context without htp message" "$err" "no HTP partition"
+
 echo "kiln_tool_e2e: $passes passed, $failures failed"
 [[ $failures -eq 0 ]]

@@ -41,5 +41,6 @@ void register_run(CLI::App& app);    ///< kiln run (the runtime; --interpreter f
 void register_bench(CLI::App& app);  ///< kiln bench (latency)
 void register_quantize(CLI::App& app);  ///< kiln quantize (post-training quantization)
 void register_compare(CLI::App& app);   ///< kiln compare (dumped layers against the float model)
+void register_from_context(CLI::App& app);  ///< kiln from-context (HTP context binary -> .kpte)
 
 }  // namespace kiln::tool

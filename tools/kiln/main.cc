@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   register_bench(app);
   register_quantize(app);
   register_compare(app);
+  register_from_context(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

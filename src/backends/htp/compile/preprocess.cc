@@ -55,6 +55,10 @@ SupportResult check_node(const Options& options, const SupportOptions& skip, con
   if (skip.skip_ops.count(std::string(n.target_name()))) {
     return SupportResult::no(fmt::format("op '{}' is skipped", n.target_name()));
   }
+  // A prebuilt context (from_context_binary) and the getitems of its outputs.
+  if (n.is_call(OpId::kContextLoader) || (n.is_call(OpId::kGetitem) && n.input(0)->is_call(OpId::kContextLoader))) {
+    return SupportResult::yes();
+  }
   if (!has_builder(n.target())) return SupportResult::no(fmt::format("op '{}' has no HTP builder", n.target_name()));
   bool fp16 = options.backend_options.htp_options.precision == HtpPrecision::kFp16;
   if (fp16 && is_qdq(n)) {
@@ -172,9 +176,51 @@ std::string graph_to_json(const QnnGraph& g, const Context& c) {
   return j.dump(2) + "\n";
 }
 
+namespace {
+
+// A context_loader's submodule: the blob is the prebuilt binary it reads, after checking that it
+// is a context with the spec's graph, whose I/O matches the loader's.
+Result<PreprocessResult> preprocess_loader(const ExportedProgram& submodule, const Node& loader,
+                                           const Options& options) {
+  auto fail = [&](const std::string& why) {
+    return invalid_argument("htp backend: context loader '{}': {}", loader.name(), why);
+  };
+  for (const Node* n : submodule.graph().nodes()) {
+    if (n->op() == OpKind::kCallFunction && n != &loader && !n->is_call(OpId::kGetitem)) {
+      return fail(fmt::format("it is lowered together with node '{}' ({}); a loader is lowered alone", n->name(),
+                              n->target_name()));
+    }
+  }
+  const Node* c = loader.input(0);
+  const InputSpec* spec = c->op() == OpKind::kPlaceholder ? submodule.input_spec(c) : nullptr;
+  const Tensor* bytes = spec != nullptr ? submodule.constants().find(spec->target) : nullptr;
+  if (bytes == nullptr || bytes->dtype() != DType::kU8 || bytes->shape().size() != 1) {
+    return fail("its first input is not the context binary (a u8[N] constant)");
+  }
+  std::span<const uint8_t> blob(bytes->data_as<uint8_t>(), static_cast<size_t>(bytes->nbytes()));
+  if (!options.is_from_context_binary) return fail("the compile spec does not say is_from_context_binary");
+  auto context = parse_context(blob);
+  if (!context.ok()) return context.status().with_context(fmt::format("htp backend: context loader '{}'", loader.name()));
+  const QnnGraph* g = context->graph(options.graph_name);
+  if (g == nullptr) return fail(fmt::format("the context binary has no graph '{}'", options.graph_name));
+  if (g->inputs.size() + 1 != loader.num_args() || g->outputs.size() != loader.meta.val.size()) {
+    return fail(fmt::format("graph '{}' has {} inputs and {} outputs, the loader {} and {}", g->name,
+                            g->inputs.size(), g->outputs.size(), loader.num_args() - 1, loader.meta.val.size()));
+  }
+  PreprocessResult result;
+  result.processed_bytes.assign(blob.begin(), blob.end());
+  if (loader.meta.debug_handle >= 0) result.debug_handle_map[loader.meta.debug_handle] = {loader.meta.debug_handle};
+  return result;
+}
+
+}  // namespace
+
 Result<PreprocessResult> HtpBackend::preprocess(const ExportedProgram& submodule,
                                                 const std::vector<CompileSpec>& compile_specs) const {
   KILN_ASSIGN_OR_RETURN(Options options, options_from_specs(compile_specs));
+  for (const Node* n : submodule.graph().nodes()) {
+    if (n->is_call(OpId::kContextLoader)) return preprocess_loader(submodule, *n, options);
+  }
   Context c;
   c.soc = options.soc_info;
   c.precision = options.backend_options.htp_options.precision;
