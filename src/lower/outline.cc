@@ -185,7 +185,11 @@ Result<size_t> outline_partition(ExportedProgram& owner, PartitionToLower& part,
     c->meta.delegation_tag.clear();  // the whole submodule is the partition
     map[p->id()] = c;
   }
-  for (Node* v : ext_inputs) map[v->id()] = sub->add_user_input(v->name(), v->meta.val[0]);
+  for (Node* v : ext_inputs) {
+    const InputSpec* spec = v->op() == OpKind::kPlaceholder ? owner.input_spec(v) : nullptr;
+    std::string user_name = spec != nullptr && spec->kind == InputKind::kUserInput ? spec->name : std::string();
+    map[v->id()] = sub->add_user_input(v->name(), v->meta.val[0], user_name);
+  }
   auto remap = [&](const Arg& a) -> Arg {
     if (a.is_node()) return Arg(mapped(a.node()));
     if (a.is_node_list()) {
@@ -234,7 +238,15 @@ Result<size_t> outline_partition(ExportedProgram& owner, PartitionToLower& part,
   }
   for (Node* v : user_outputs) {
     sub_outputs.push_back(mapped(v));
-    sub_specs.push_back({OutputKind::kUserOutput, ""});
+    // A value the program returns keeps the name its callers know it by.
+    std::string name;
+    for (size_t i = 0; i < out_values.size() && i < out_specs.size(); ++i) {
+      if (out_values[i] == v && out_specs[i].kind == OutputKind::kUserOutput) {
+        name = out_specs[i].name;
+        break;
+      }
+    }
+    sub_specs.push_back({OutputKind::kUserOutput, "", std::move(name)});
   }
   KILN_RETURN_IF_ERROR(sub->set_outputs(sub_outputs, std::move(sub_specs)));
   if (Status st = sub->lint(); !st.ok()) {

@@ -432,6 +432,29 @@ expect 1 "from-context on a wrong SoC" -- "$kiln" from-context "$work/ctx_fp16/f
 contains "from-context SoC message" "$err" "built for SoC SM8650, not SM8550"
 expect 1 "from-context on a non-context" -- "$kiln" from-context "$work/q.kir" -o "$work/x.kpte"
 contains "from-context non-context message" "$err" "not a kiln HTP context binary"
+# Several graphs in one context (the prefill / decode example): one copy of the weights in the
+# file, both methods run and match the float model.
+dec="$src/examples/decoder"
+expect 0 "multiple graphs compile" -- "$kiln" compile --method "prefill=$dec/prefill.onnx" --method "decode=$dec/decode.onnx" --backend htp --precision fp16 --multiple-graphs -o "$work/dec.kpte"
+contains "multiple graphs shared" "$out" "multiple graphs: 2 graph(s) in one context binary"
+expect 0 "prefill alone" -- "$kiln" compile "$dec/prefill.onnx" --backend htp --precision fp16 -o "$work/prefill.kpte"
+expect 0 "decode alone" -- "$kiln" compile "$dec/decode.onnx" --backend htp --precision fp16 -o "$work/decode.kpte"
+for m in prefill decode; do
+  expect 0 "run $m from the shared file" -- "$kiln" run "$work/dec.kpte" --method $m --inputs "$dec/$m.npz" --output-dir "$work/dec_$m"
+  expect 0 "float $m" -- "$kiln" run "$dec/$m.onnx" --interpreter --inputs "$dec/$m.npz" --output-dir "$work/decf_$m"
+done
+/usr/bin/python3 - "$work" <<'PY' || { echo "FAIL: the multiple-graph file"; failures=$((failures + 1)); }
+import os, sys, numpy as np
+w = sys.argv[1]
+shared, alone = os.path.getsize(f"{w}/dec.kpte"), os.path.getsize(f"{w}/prefill.kpte") + os.path.getsize(f"{w}/decode.kpte")
+assert shared < 0.6 * alone, (shared, alone)  # the weights once, not twice
+for m in ("prefill", "decode"):
+    for o in ("hidden", "k_new", "v_new"):
+        got, want = np.load(f"{w}/dec_{m}/{o}.npy"), np.load(f"{w}/decf_{m}/{o}.npy")
+        assert got.shape == want.shape and np.abs(got - want).max() < 1e-2 * max(1, np.abs(want).max()), (m, o)
+PY
+expect 1 "multiple graphs without htp" -- "$kiln" compile --method "a=$src/examples/tinynet.onnx" --multiple-graphs --dim batch=1..1 -o "$work/x.kpte"
+contains "multiple graphs without htp message" "$err" "--multiple-graphs needs --backend htp"
 expect 1 "emit-context without htp" -- "$kiln" compile "$src/examples/tinynet.onnx" --dim batch=1..1 --emit-context "$work/ctx_none" -o "$work/x.kpte"
 contains "emit-context without htp message" "$err" "no HTP partition"
 

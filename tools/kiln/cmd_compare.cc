@@ -79,6 +79,15 @@ Status run_compare(const CompareCommand& cmd) {
   });
   auto run = interp->run_named(samples.front().inputs);
   if (!run.ok()) return run.status().with_context(fmt::format("{} on {}", cmd.model, samples.front().source));
+  // An HTP graph's outputs carry the model's output names.
+  std::vector<Node*> outputs = program.user_outputs();
+  size_t k = 0;
+  for (const OutputSpec& spec : program.signature().outputs) {
+    if (spec.kind != OutputKind::kUserOutput) continue;
+    auto r = k < outputs.size() ? ref.find(outputs[k]->name()) : ref.end();
+    if (!spec.name.empty() && r != ref.end()) ref.emplace(spec.name, r->second);
+    ++k;
+  }
 
   std::error_code ec;
   std::filesystem::directory_iterator it(cmd.dump_dir, ec);

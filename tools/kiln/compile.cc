@@ -12,6 +12,7 @@
 #include "kiln/backends/demo/demo_backend.h"
 #include "kiln/backends/htp/capture.h"
 #include "kiln/backends/htp/htp_backend.h"
+#include "kiln/backends/htp/programs.h"
 #include "kiln/quant/quantizer.h"
 #include "kiln/quant/report.h"
 #include "kiln/core/memory.h"
@@ -44,6 +45,9 @@ void add_compile_options(CLI::App& cmd, CompileArgs& args) {
   cmd.add_option("--profile-level", args.profile, "HTP: off, basic, detailed or optrace (recorded by kiln run --profile)")
       ->group(htp);
   cmd.add_flag("--online-prepare", args.online_prepare, "HTP: ship the op graph, prepare the context at load")->group(htp);
+  cmd.add_flag("--multiple-graphs", args.multiple_graphs,
+               "HTP: every method's graph in one context binary that stores identical weights once "
+               "(each method must be delegated whole)")->group(htp);
   cmd.add_flag("--dump-intermediate-outputs", args.dump_intermediate_outputs,
                "HTP: every op's output can be dumped (kiln run --dump DIR)")->group(htp);
   cmd.add_flag("--no-fold-relu", args.no_fold_relu, "HTP: keep relus as ops (use_fold_relu off)")->group(htp);
@@ -67,7 +71,9 @@ Result<std::vector<CompileSpec>> htp_compile_specs(const CompileArgs& args, cons
   backend.htp_options.use_conv_hmx = !args.no_conv_hmx;
   KILN_ASSIGN_OR_RETURN(backend.htp_options.pd_session, htp::pd_session_from_name(args.pd_session));
   htp::CompilerSpecArgs spec_args;
-  spec_args.online_prepare = args.online_prepare;
+  // Multiple graphs: each method compiles to an online-prepare graph named after it, and
+  // generate_multi_graph_program prepares them together.
+  spec_args.online_prepare = args.online_prepare || args.multiple_graphs;
   spec_args.dump_intermediate_outputs = args.dump_intermediate_outputs;
   spec_args.shared_buffer = args.shared_buffer;
   spec_args.saver = args.saver;
@@ -272,6 +278,56 @@ Result<Compiled> compile_models(const std::vector<std::pair<std::string, std::st
   return compile_programs(std::move(loaded), args, {}, log);
 }
 
+namespace {
+
+// --multiple-graphs: each method's one HTP delegate (the whole method) goes into one context
+// binary, and the method becomes that context's loader for its graph.
+Status join_graphs(Compiled& compiled, const CompileArgs& args, std::ostream& log) {
+  if (std::find(args.backends.begin(), args.backends.end(), htp::kBackendId) == args.backends.end()) {
+    return invalid_argument("--multiple-graphs needs --backend htp");
+  }
+  std::vector<std::vector<uint8_t>> blobs;
+  std::vector<std::vector<std::string>> orders;
+  for (const auto& cm : compiled.methods) {
+    size_t delegated = 0, others = 0;
+    for (const Node* n : cm->program.graph().nodes()) {
+      if (n->op() != OpKind::kCallFunction || n->is_call(OpId::kGetitem)) continue;
+      (n->is_call(OpId::kCallDelegate) ? delegated : others) += 1;
+    }
+    const auto& modules = cm->program.lowered_modules();
+    if (delegated != 1 || others != 0 || modules.size() != 1 || modules[0].backend_id != htp::kBackendId) {
+      return invalid_argument("--multiple-graphs: method '{}' ({}) is not one HTP delegate ({} delegate call(s), {} "
+                              "call(s) on the CPU): each method must run on the HTP whole",
+                              cm->name, cm->model, delegated, others);
+    }
+    std::span<const uint8_t> b = modules[0].processed_bytes->bytes();
+    blobs.emplace_back(b.begin(), b.end());
+    std::vector<std::string> order;  // the method keeps its inputs' order
+    for (Node* p : cm->program.user_inputs()) {
+      const InputSpec* spec = cm->program.input_spec(p);
+      order.push_back(spec != nullptr && !spec->name.empty() ? spec->name : p->name());
+    }
+    orders.push_back(std::move(order));
+  }
+  CompileArgs joined = args;
+  joined.multiple_graphs = false;
+  KILN_ASSIGN_OR_RETURN(auto specs, htp_compile_specs(joined, "forward", log));
+  KILN_ASSIGN_OR_RETURN(htp::Options options, htp::options_from_specs(specs));
+  options.multiple_graphs = true;
+  options.backend_options.htp_options.use_weight_sharing = true;
+  options.online_prepare = false;
+  specs = htp::to_compile_specs<CompileSpec>(
+      std::vector<htp::CompileSpecBytes>{{std::string(htp::kQnnCompileSpecKey), htp::option_to_flatbuffer(options)}});
+  KILN_ASSIGN_OR_RETURN(htp::MultiGraphProgram mg, htp::generate_multi_graph_program(specs, blobs, orders));
+  for (size_t i = 0; i < compiled.methods.size(); ++i) compiled.methods[i]->program = std::move(mg.graphs[i].program);
+  log << fmt::format("multiple graphs: {} graph(s) in one context binary of {} bytes; static data {} bytes ({} bytes "
+                     "before sharing)\n", compiled.methods.size(), mg.context.size(), mg.static_bytes,
+                     mg.static_bytes_inputs);
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<Compiled> compile_programs(std::vector<std::unique_ptr<CompiledMethod>> methods,
                                   const CompileArgs& args,
                                   const std::map<std::string, DimRange, std::less<>>& default_dims,
@@ -320,6 +376,7 @@ Result<Compiled> compile_programs(std::vector<std::unique_ptr<CompiledMethod>> m
     to_write.push_back({cm->name, &cm->program});
     out.methods.push_back(std::move(cm));
   }
+  if (args.multiple_graphs) KILN_RETURN_IF_ERROR(join_graphs(out, args, log));
   KILN_ASSIGN_OR_RETURN(out.image, serialize_program(to_write, options));
   return out;
 }

@@ -34,6 +34,7 @@ struct CompileArgs {
   std::string performance_mode = "burst";
   std::string profile;                ///< off, basic, detailed, optrace
   bool online_prepare = false;
+  bool multiple_graphs = false;  // every method's HTP graph in one context (generate_multi_graph_program)
   bool dump_intermediate_outputs = false;
   bool no_fold_relu = false;
   bool shared_buffer = false;

@@ -131,5 +131,161 @@ TEST(HtpFromContextBinary, ErrorsAreNamed) {
             std::string::npos);
 }
 
+// A decoder step over a KV cache kept as I/O (as static LLM exports do): x [1, S, 16] and the
+// cache k, v [1, 8, 16] in; out = softmax(q [k_cache; k]^T / 4) [v_cache; v] + x, and the new
+// k, v rows for the caller to append. The same weights (seeded) for every S.
+void build_decoder(ExportedProgram& p, int64_t seq) {
+  testing::GraphBuilder b(p);
+  Node* x = b.input("x", TensorSpec::of(DType::kF32, {1, seq, 16}));
+  Node* kc = b.input("k_cache", TensorSpec::of(DType::kF32, {1, 8, 16}));
+  Node* vc = b.input("v_cache", TensorSpec::of(DType::kF32, {1, 8, 16}));
+  Node* wq = p.add_parameter("wq", "wq", random_tensor({16, 16}, 5, 0.25f));
+  Node* wk = p.add_parameter("wk", "wk", random_tensor({16, 16}, 6, 0.25f));
+  Node* wv = p.add_parameter("wv", "wv", random_tensor({16, 16}, 7, 0.25f));
+  Node* wo = p.add_parameter("wo", "wo", random_tensor({64, 16}, 8, 0.25f));
+  Node* q = b.linear(x, wq);
+  Node* k = b.linear(x, wk);
+  Node* v = b.linear(x, wv);
+  Node* keys = b.call(OpId::kCat, {Arg(std::vector<Node*>{kc, k})}, {{"dim", int64_t{1}}});
+  Node* values = b.call(OpId::kCat, {Arg(std::vector<Node*>{vc, v})}, {{"dim", int64_t{1}}});
+  Node* kt = b.call(OpId::kTranspose, {keys}, {{"dim0", int64_t{1}}, {"dim1", int64_t{2}}});
+  Node* scores = b.call(OpId::kDiv, {b.call(OpId::kMatmul, {q, kt}), 4.0});
+  Node* a = b.call(OpId::kSoftmax, {scores}, {{"dim", int64_t{-1}}});
+  Node* o = b.call(OpId::kMatmul, {a, values});
+  Node* up = b.call(OpId::kRelu, {b.linear(o, wo)});
+  Node* down = b.call(OpId::kMatmul, {up, p.add_parameter("wd", "wd", random_tensor({64, 16}, 9, 0.25f))});
+  b.outputs({b.add(down, x), k, v});
+}
+
+// The online-prepare blob of `p` compiled as graph `name` (fp16).
+std::vector<uint8_t> online_blob(const ExportedProgram& p, const std::string& name) {
+  CompilerSpecArgs args;
+  args.online_prepare = true;
+  args.graph_name = name;
+  auto s = generate_qnn_executorch_compiler_spec(QcomChipset::SM8650, generate_htp_compiler_spec(true), args);
+  EXPECT_TRUE(s.ok());
+  return context_of(p, to_compile_specs<CompileSpec>(*s));
+}
+
+std::vector<CompileSpec> multi_graph_specs(bool fp16 = true) {
+  CompilerSpecArgs args;
+  args.multiple_graphs = true;
+  auto s = generate_qnn_executorch_compiler_spec(QcomChipset::SM8650, generate_htp_compiler_spec(fp16), args);
+  EXPECT_TRUE(s.ok());
+  return to_compile_specs<CompileSpec>(*s);
+}
+
+TEST(HtpMultiGraph, PrefillAndDecodeShareOneContextAndItsWeights) {
+  ExportedProgram prefill, decode;
+  build_decoder(prefill, 32);
+  build_decoder(decode, 1);
+  std::vector<std::vector<uint8_t>> blobs = {online_blob(prefill, "prefill"), online_blob(decode, "decode")};
+  auto mg = generate_multi_graph_program(multi_graph_specs(), blobs);
+  ASSERT_TRUE(mg.ok()) << mg.status().message();
+  ASSERT_EQ(mg->graphs.size(), 2u);
+  EXPECT_EQ(mg->graphs[0].graph_name, "prefill");
+  EXPECT_EQ(mg->graphs[1].graph_name, "decode");
+  // Every weight once: the context holds half of the two blobs' static data.
+  EXPECT_EQ(mg->static_bytes * 2, mg->static_bytes_inputs);
+  const uint64_t weights = (16 * 16 * 3 + 64 * 16 * 2) * 2;  // fp16
+  EXPECT_GE(mg->static_bytes, weights);
+  auto parsed = parse_context(mg->context);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_TRUE(parsed->prepared);
+  ASSERT_EQ(parsed->graphs.size(), 2u);
+
+  // One file, two methods, one blob segment: the file is about one context, not two.
+  std::vector<MethodToSerialize> methods = {{"prefill", &mg->graphs[0].program}, {"decode", &mg->graphs[1].program}};
+  auto image = serialize_program(methods);
+  ASSERT_TRUE(image.ok()) << image.status().message();
+  EXPECT_LT(image->size, mg->context.size() + 16384);
+  for (const ContextProgram& cp : mg->graphs) {
+    const LoweredModule& lm = cp.program.lowered_modules()[0];
+    EXPECT_EQ(options_from_specs(lm.compile_specs)->graph_name, cp.graph_name);
+    EXPECT_NE(lm.original_module, nullptr);
+  }
+
+  // Both run, on the same file, and match the float model: prefill fills the cache, decode
+  // reads it.
+  std::vector<Tensor> pin = {random_tensor({1, 32, 16}, 21), random_tensor({1, 8, 16}, 22), random_tensor({1, 8, 16}, 23)};
+  std::vector<Tensor> din = {random_tensor({1, 1, 16}, 24), pin[1], pin[2]};
+  auto run = [&](const std::string& method, std::span<const Tensor> in) {
+    auto storage = std::make_shared<HeapStorage>(image->size);
+    size_t at = 0;
+    for (std::string_view c : image->chunks) {
+      std::memcpy(storage->mutable_data() + at, c.data(), c.size());
+      at += c.size();
+    }
+    auto program = runtime::Program::load_buffer(std::span<const uint8_t>(storage->mutable_data(), image->size), storage);
+    EXPECT_TRUE(program.ok()) << program.status().message();
+    runtime::BackendRegistry backends;
+    EXPECT_TRUE(backends.add(make_htp_runtime_backend()).ok());
+    auto m = (*program)->load_method(method, backends, {});
+    EXPECT_TRUE(m.ok()) << m.status().message();
+    auto out = (*m)->execute(in);
+    EXPECT_TRUE(out.ok()) << out.status().message();
+    return out.ok() ? *out : std::vector<Tensor>{};
+  };
+  for (auto [program, in, method] : {std::tuple{&prefill, pin, "prefill"}, std::tuple{&decode, din, "decode"}}) {
+    std::vector<Tensor> want = interpret(*program, in);
+    std::vector<Tensor> got = run(method, in);
+    ASSERT_EQ(got.size(), want.size()) << method;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].shape(), want[i].shape());
+      double worst = 0, scale = 0;
+      for (int64_t j = 0; j < got[i].numel(); ++j) {
+        worst = std::max(worst, std::abs(double(got[i].data_as<float>()[j]) - want[i].data_as<float>()[j]));
+        scale = std::max(scale, std::abs(double(want[i].data_as<float>()[j])));
+      }
+      EXPECT_LE(worst, 4e-3 * std::max(scale, 1.0)) << method << " output " << i;  // fp16
+    }
+  }
+}
+
+// The programs take their inputs in the order given (a model's signature), whatever the graph's.
+TEST(HtpMultiGraph, InputOrderIsTheOneGiven) {
+  ExportedProgram prefill, decode;
+  build_decoder(prefill, 32);
+  build_decoder(decode, 1);
+  std::vector<std::vector<uint8_t>> blobs = {online_blob(prefill, "prefill"), online_blob(decode, "decode")};
+  std::vector<std::vector<std::string>> orders = {{"v_cache", "x", "k_cache"}, {"x", "k_cache", "v_cache"}};
+  auto mg = generate_multi_graph_program(multi_graph_specs(), blobs, orders);
+  ASSERT_TRUE(mg.ok()) << mg.status().message();
+  for (size_t g = 0; g < 2; ++g) {
+    std::vector<std::string> names;
+    for (Node* p : mg->graphs[g].program.user_inputs()) names.push_back(mg->graphs[g].program.input_spec(p)->name);
+    EXPECT_EQ(names, orders[g]);
+  }
+  std::vector<Tensor> in = {random_tensor({1, 32, 16}, 31), random_tensor({1, 8, 16}, 32), random_tensor({1, 8, 16}, 33)};
+  std::vector<Tensor> permuted = {in[2], in[0], in[1]};
+  expect_same(run_program(mg->graphs[0].program, permuted), run_on_htp(prefill.clone(), specs(true), in));
+
+  std::vector<std::vector<std::string>> wrong = {{"x", "k_cache"}, orders[1]};
+  auto bad = generate_multi_graph_program(multi_graph_specs(), blobs, wrong);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("does not name graph 'prefill''s inputs"), std::string::npos) << bad.status().message();
+}
+
+TEST(HtpMultiGraph, ErrorsAreNamed) {
+  ExportedProgram prefill, decode;
+  build_decoder(prefill, 32);
+  build_decoder(decode, 1);
+  auto message = [](const Result<MultiGraphProgram>& r) { return r.ok() ? std::string("(ok)") : r.status().message(); };
+  std::vector<std::vector<uint8_t>> same = {online_blob(prefill, "step"), online_blob(decode, "step")};
+  EXPECT_NE(message(generate_multi_graph_program(multi_graph_specs(), same)).find("graph 'step' is in processed bytes 0 and 1"),
+            std::string::npos);
+  std::vector<std::vector<uint8_t>> two = {online_blob(prefill, "prefill"), online_blob(decode, "decode")};
+  EXPECT_NE(message(generate_multi_graph_program(specs(true), two)).find("multiple_graphs"), std::string::npos);
+  std::vector<std::vector<uint8_t>> junk = {two[0], std::vector<uint8_t>(two[1].begin(), two[1].begin() + 64)};
+  EXPECT_NE(message(generate_multi_graph_program(multi_graph_specs(), junk)).find("processed bytes 1"), std::string::npos);
+  std::vector<std::vector<uint8_t>> none;
+  EXPECT_NE(message(generate_multi_graph_program(multi_graph_specs(), none)).find("no processed bytes"), std::string::npos);
+  CompilerSpecArgs args;
+  args.multiple_graphs = true;
+  auto sm8550 = generate_qnn_executorch_compiler_spec(QcomChipset::SM8550, generate_htp_compiler_spec(true), args);
+  EXPECT_NE(message(generate_multi_graph_program(to_compile_specs<CompileSpec>(*sm8550), two)).find("built for SoC SM8650"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace kiln::htp

@@ -16,8 +16,9 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
-#include <limits>
 #include <functional>
+#include <limits>
+#include <set>
 
 #include "kiln/backends/htp/htp_backend.h"
 
@@ -75,6 +76,7 @@ class Builder {
   Result<QnnGraph> build(std::string name);
 
  private:
+  void name_io_after_the_model();
   Node* resolve(Node* n) const {
     while (alias_[n->id()] != nullptr) n = alias_[n->id()];
     return n;
@@ -777,7 +779,33 @@ Result<QnnGraph> Builder::build(std::string name) {
     g_.tensors[id].type = TensorType::kAppRead;
     g_.outputs.push_back(id);
   }
+  name_io_after_the_model();
   return std::move(g_);
+}
+
+// The graph's inputs and outputs take the names the program's callers know them by (an ONNX
+// model's own I/O names, which lowering passes to the submodule), where no other tensor of the
+// graph has that name: a context binary's I/O reads like the model's.
+void Builder::name_io_after_the_model() {
+  std::set<std::string> taken;
+  for (const QnnTensor& t : g_.tensors) taken.insert(t.name);
+  auto rename = [&](uint32_t id, const std::string& name) {
+    if (name.empty() || name == g_.tensors[id].name || taken.count(name)) return;
+    taken.erase(g_.tensors[id].name);
+    g_.tensors[id].name = name;
+    taken.insert(name);
+  };
+  std::vector<Node*> inputs = ep_.user_inputs();
+  for (size_t i = 0; i < inputs.size() && i < g_.inputs.size(); ++i) {
+    const InputSpec* spec = ep_.input_spec(inputs[i]);
+    if (spec != nullptr) rename(g_.inputs[i], spec->name);
+  }
+  size_t k = 0;
+  for (const OutputSpec& spec : ep_.signature().outputs) {
+    if (spec.kind != OutputKind::kUserOutput) continue;
+    if (k < g_.outputs.size()) rename(g_.outputs[k], spec.name);
+    ++k;
+  }
 }
 
 bool is_layout_sensitive(OpId op) {

@@ -2,13 +2,16 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "kiln/backends/htp/htp_backend.h"
 #include "kiln/backends/htp/programs.h"
 #include "kiln/core/file.h"
 #include "kiln/lower/to_backend.h"
 #include "kiln/partition/capability_partitioner.h"
+#include "loader.h"
 
 namespace kiln::htp {
 namespace {
@@ -36,6 +39,71 @@ TensorSpec io_spec(const GraphIo& t) {
 }
 
 }  // namespace
+
+Status lower_context_loader(std::span<const uint8_t> context, std::string_view op_name,
+                            std::vector<CompileSpec> compile_specs, ContextProgram& out,
+                            const std::vector<std::string>* signature) {
+  KILN_RETURN_IF_ERROR(check_io(out.inputs, "input"));
+  KILN_RETURN_IF_ERROR(check_io(out.outputs, "output"));
+  if (out.outputs.empty()) return invalid_argument("from_context_binary: graph '{}' has no output", out.graph_name);
+
+  // The program: inputs -> context_loader(binary, inputs...) -> getitem per output.
+  ExportedProgram& p = out.program;
+  Graph& g = p.graph();
+  std::vector<Arg> args;
+  Tensor bytes(DType::kU8, {static_cast<int64_t>(context.size())});
+  if (!context.empty()) std::memcpy(bytes.mutable_data(), context.data(), context.size());
+  const std::string constant = fmt::format("{}_context", op_name);
+  args.emplace_back(p.add_constant(constant, constant, std::move(bytes)));
+  // Placeholders in signature order, the loader's arguments in the graph's.
+  std::map<std::string, Node*, std::less<>> input_of;
+  std::vector<std::string> names;
+  for (const GraphIo& t : out.inputs) names.push_back(t.name);
+  if (signature != nullptr) {
+    std::vector<std::string> a = names, b = *signature;
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    if (a != b) {
+      return invalid_argument("from_context_binary: the input order [{}] does not name graph '{}''s inputs [{}]",
+                              fmt::join(*signature, ", "), out.graph_name, fmt::join(names, ", "));
+    }
+    names = *signature;
+  }
+  for (const std::string& name : names) {
+    const GraphIo& t = *std::find_if(out.inputs.begin(), out.inputs.end(), [&](const GraphIo& x) { return x.name == name; });
+    if (!input_of.emplace(name, p.add_user_input(name, io_spec(t), name)).second) {
+      return invalid_argument("from_context_binary: graph '{}' has two inputs named '{}'", out.graph_name, name);
+    }
+  }
+  for (const GraphIo& t : out.inputs) args.emplace_back(input_of.at(t.name));
+  auto loader = g.add_call_exact(OpId::kContextLoader, std::move(args), {}, op_name, /*infer=*/false);
+  if (!loader.ok()) return loader.status().with_context("from_context_binary");
+  for (const GraphIo& t : out.outputs) (*loader)->meta.val.push_back(io_spec(t));
+  std::vector<Node*> values;
+  std::vector<OutputSpec> specs;
+  for (size_t i = 0; i < out.outputs.size(); ++i) {
+    auto gi = g.add_call_exact(OpId::kGetitem, {Arg(*loader), Arg(static_cast<int64_t>(i))}, {}, out.outputs[i].name,
+                               /*infer=*/false);
+    if (!gi.ok()) return gi.status().with_context("from_context_binary");
+    (*gi)->meta.val = {io_spec(out.outputs[i])};
+    values.push_back(*gi);
+    specs.push_back({OutputKind::kUserOutput, "", out.outputs[i].name});
+  }
+  KILN_RETURN_IF_ERROR(p.set_outputs(values, std::move(specs)));
+  KILN_RETURN_IF_ERROR(p.lint().with_context("from_context_binary"));
+
+  // Lowered with the HTP partitioner: preprocess hands the binary through as the blob.
+  KILN_ASSIGN_OR_RETURN(Options options, options_from_specs(compile_specs));
+  BackendRegistry registry;
+  KILN_RETURN_IF_ERROR(register_htp_backend(registry));
+  CapabilityPartitioner partitioner(std::string(kBackendId), compile_specs, htp_operator_support(options));
+  auto report = to_backend(p, partitioner, registry);
+  if (!report.ok()) return report.status().with_context("from_context_binary");
+  if (report->partitions != 1) {
+    return internal_error("from_context_binary: the loader was lowered into {} partitions, not 1", report->partitions);
+  }
+  return Status::Ok();
+}
 
 Result<ContextProgram> from_context_binary(std::span<const uint8_t> context, std::string_view op_name,
                                            QcomChipset soc_model, const CustomInfo* custom_info) {
@@ -70,48 +138,13 @@ Result<ContextProgram> from_context_binary(std::span<const uint8_t> context, std
   KILN_RETURN_IF_ERROR(check_io(out.outputs, "output"));
   if (out.outputs.empty()) return invalid_argument("from_context_binary: graph '{}' has no output", out.graph_name);
 
-  // The program: inputs -> context_loader(binary, inputs...) -> getitem per output.
-  ExportedProgram& p = out.program;
-  Graph& g = p.graph();
-  std::vector<Arg> args;
-  Tensor bytes(DType::kU8, {static_cast<int64_t>(context.size())});
-  if (!context.empty()) std::memcpy(bytes.mutable_data(), context.data(), context.size());
-  const std::string constant = fmt::format("{}_context", op_name);
-  args.emplace_back(p.add_constant(constant, constant, std::move(bytes)));
-  for (const GraphIo& t : out.inputs) args.emplace_back(p.add_user_input(t.name, io_spec(t), t.name));
-  auto loader = g.add_call_exact(OpId::kContextLoader, std::move(args), {}, op_name, /*infer=*/false);
-  if (!loader.ok()) return loader.status().with_context("from_context_binary");
-  for (const GraphIo& t : out.outputs) (*loader)->meta.val.push_back(io_spec(t));
-  std::vector<Node*> values;
-  std::vector<OutputSpec> specs;
-  for (size_t i = 0; i < out.outputs.size(); ++i) {
-    auto gi = g.add_call_exact(OpId::kGetitem, {Arg(*loader), Arg(static_cast<int64_t>(i))}, {}, out.outputs[i].name,
-                               /*infer=*/false);
-    if (!gi.ok()) return gi.status().with_context("from_context_binary");
-    (*gi)->meta.val = {io_spec(out.outputs[i])};
-    values.push_back(*gi);
-    specs.push_back({OutputKind::kUserOutput, "", out.outputs[i].name});
-  }
-  KILN_RETURN_IF_ERROR(p.set_outputs(values, std::move(specs)));
-  KILN_RETURN_IF_ERROR(p.lint().with_context("from_context_binary"));
-
-  // Lowered with the HTP partitioner: preprocess hands the binary through as the blob.
   CompilerSpecArgs args_spec;
   args_spec.is_from_context_binary = true;
   args_spec.graph_name = out.graph_name;
   KILN_ASSIGN_OR_RETURN(auto spec_bytes,
                         generate_qnn_executorch_compiler_spec(soc.soc_model, generate_htp_compiler_spec(fp16),
                                                               args_spec));
-  std::vector<CompileSpec> compile_specs = to_compile_specs<CompileSpec>(spec_bytes);
-  KILN_ASSIGN_OR_RETURN(Options options, options_from_specs(compile_specs));
-  BackendRegistry registry;
-  KILN_RETURN_IF_ERROR(register_htp_backend(registry));
-  CapabilityPartitioner partitioner(std::string(kBackendId), compile_specs, htp_operator_support(options));
-  auto report = to_backend(p, partitioner, registry);
-  if (!report.ok()) return report.status().with_context("from_context_binary");
-  if (report->partitions != 1) {
-    return internal_error("from_context_binary: the loader was lowered into {} partitions, not 1", report->partitions);
-  }
+  KILN_RETURN_IF_ERROR(lower_context_loader(context, op_name, to_compile_specs<CompileSpec>(spec_bytes), out));
   return out;
 }
 
