@@ -33,3 +33,17 @@ for m in prefill decode; do
     printf '  %-8s %d thread(s): median %s ms\n' "$m" "$threads" "$t"
   done
 done
+
+# Spill-fill sharing: torch resnet18 and mobilenet_v2 (fp16) on SXR1230P (2 MB of VTCM), sharded
+# into many contexts with --multi-contexts: one spill-fill buffer for all against one each.
+cache=$build/tests/e2e/ort/torch_models
+/usr/bin/python3 "$root/tests/models/export_torch_models.py" "$cache" >/dev/null
+echo "spill-fill sharing (fp16, SXR1230P, --multi-contexts):"
+for spec in resnet18:6 resnet18:3 mobilenet_v2:8; do
+  model=${spec%:*}
+  nodes=${spec#*:}
+  "$kiln" compile "$cache/$model.onnx" --backend htp --precision fp16 --soc SXR1230P --multi-contexts \
+    --max-partition-nodes "$nodes" --dim batch=1..1 -o "$tmp/mc.kpte" >"$tmp/mc.log"
+  printf '  %-13s --max-partition-nodes %-2s %s\n' "$model" "$nodes" \
+    "$(sed -n 's/^multi contexts: //p' "$tmp/mc.log")"
+done

@@ -362,11 +362,18 @@ Proposal propose_partitions(const ExportedProgram& program, const OperatorSuppor
     kept.resize(options.max_partitions);
     std::sort(kept.begin(), kept.end(), [](const auto& x, const auto& y) { return x[0] < y[0]; });
   }
-  out.partitions.reserve(kept.size());
+  // 6. Shard: consecutive pieces of a partition in graph order (a topological order) are each
+  // convex, since a path between two nodes of one piece stays inside the partition and so
+  // passes only nodes ordered between them.
+  const size_t most = options.max_nodes_per_partition;
   for (const auto& p : kept) {
-    auto& nodes = out.partitions.emplace_back();
-    nodes.reserve(p.size());
-    for (uint32_t i : p) nodes.push_back(order[i]);
+    for (size_t at = 0; at < p.size();) {
+      size_t end = most == 0 ? p.size() : std::min(p.size(), at + most);
+      while (end < p.size() && order[p[end]]->is_call(OpId::kGetitem)) ++end;
+      auto& nodes = out.partitions.emplace_back();
+      for (size_t k = at; k < end; ++k) nodes.push_back(order[p[k]]);
+      at = end;
+    }
   }
   return out;
 }

@@ -59,6 +59,25 @@ TEST(CapabilityPartitioner, DiamondThroughUnsupportedNodeIsNotMerged) {
   EXPECT_EQ(p.budget_refusals, 0u);
 }
 
+// max_nodes_per_partition shards a partition into consecutive pieces; a diamond split inside
+// stays acyclic (each piece convex) and the pieces lower one after the other.
+TEST(CapabilityPartitioner, MaxNodesPerPartitionShardsInGraphOrder) {
+  ProgramBuilder b;
+  Node* a = b.relu(b.input("x"), "a");
+  Node* l = b.relu(a, "l");
+  Node* r = b.relu(a, "r");
+  Node* d = b.add(l, r, "d");
+  Node* e = b.relu(d, "e");
+  b.outputs({e});
+  CapabilityOptions options;
+  options.max_nodes_per_partition = 2;
+  Proposal p = propose_partitions(b.ep, *supported_ops({OpId::kRelu, OpId::kAdd}), options);
+  EXPECT_EQ(names(p), (Names{{"a", "l"}, {"r", "d"}, {"e"}}));
+  options.max_nodes_per_partition = 0;
+  EXPECT_EQ(names(propose_partitions(b.ep, *supported_ops({OpId::kRelu, OpId::kAdd}), options)),
+            (Names{{"a", "l", "r", "d", "e"}}));
+}
+
 TEST(CapabilityPartitioner, CycleThroughAnotherPartitionIsAvoided) {
   // a1 -> u1 -> b1 and b2 -> u2 -> a2 with a1 -> a2 and b1 -> b2: merging all a's and all b's
   // would make {a} -> {b} -> {a}.

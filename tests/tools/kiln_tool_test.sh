@@ -453,10 +453,41 @@ for m in ("prefill", "decode"):
         got, want = np.load(f"{w}/dec_{m}/{o}.npy"), np.load(f"{w}/decf_{m}/{o}.npy")
         assert got.shape == want.shape and np.abs(got - want).max() < 1e-2 * max(1, np.abs(want).max()), (m, o)
 PY
+# Multi contexts: a model sharded into several contexts (--max-partition-nodes) that share one
+# spill-fill buffer; the outputs are those of one context.
+expect 0 "multi contexts" -- "$kiln" compile "$dec/prefill.onnx" --backend htp --precision fp16 --soc SXR1230P --multi-contexts --max-partition-nodes 20 -o "$work/mc.kpte"
+contains "multi contexts shards" "$out" "4 partition(s), 75 of 75 calls delegated to htp"
+contains "multi contexts buffer" "$out" "multi contexts: 4 HTP context(s) share one spill-fill buffer of"
+expect 0 "run multi contexts" -- "$kiln" run "$work/mc.kpte" --inputs "$dec/prefill.npz" --output-dir "$work/mc_out"
+cmp -s "$work/mc_out/hidden.npy" "$work/dec_prefill/hidden.npy" || { echo "FAIL: sharded contexts changed the outputs"; failures=$((failures + 1)); }
 expect 1 "multiple graphs without htp" -- "$kiln" compile --method "a=$src/examples/tinynet.onnx" --multiple-graphs --dim batch=1..1 -o "$work/x.kpte"
 contains "multiple graphs without htp message" "$err" "--multiple-graphs needs --backend htp"
 expect 1 "emit-context without htp" -- "$kiln" compile "$src/examples/tinynet.onnx" --dim batch=1..1 --emit-context "$work/ctx_none" -o "$work/x.kpte"
 contains "emit-context without htp message" "$err" "no HTP partition"
+
+# Mixed precision (skip_annotation): the softmax kept in floating point, on the CPU or on the HTP
+# in fp16; the partition report says which delegate is which.
+expect 0 "mixed precision partition" -- "$kiln" partition "$src/examples/tinynet.onnx" --backend htp --quant 8a8w --calib "$calib" --dim batch=1..1 --fp-op softmax --report
+contains "mixed keeps softmax in float" "$out" "(fp_node_op_set has 'softmax')"
+contains "mixed quantized delegate" "$out" "lowered_module_0   htp      quantized"
+contains "mixed softmax on the cpu" "$out" "nodes delegated: 62 / 63"
+contains "mixed groups" "$err" "annotated_group_0: quantized, 18 node(s) -> lowered_module_0"
+expect 0 "mixed precision fp16 partition" -- "$kiln" partition "$src/examples/tinynet.onnx" --backend htp --quant 8a8w --calib "$calib" --dim batch=1..1 --fp-op softmax --fp16-fallback --report
+contains "mixed fp16 delegate" "$out" "lowered_module_1   htp      fp16           1 node(s)  softmax"
+expect 0 "mixed precision compile" -- "$kiln" compile "$src/examples/tinynet.onnx" --backend htp --quant 8a8w --calib "$calib" --dim batch=1..1 --fp-node _Softmax --fp-op linear --fp16-fallback -o "$work/mixed.kpte"
+expect 0 "mixed precision run" -- "$kiln" run "$work/mixed.kpte" --inputs "$calib/00.npz" --output-dir "$work/mixed_out"
+/usr/bin/python3 - "$work" <<'PY' || { echo "FAIL: mixed precision outputs against the float model"; failures=$((failures + 1)); }
+import sys, numpy as np
+w = sys.argv[1]
+got, want = np.load(f"{w}/mixed_out/probs.npy"), np.load(f"{w}/hfi/probs.npy")
+assert np.abs(got - want).max() < 5e-3, np.abs(got - want).max()
+PY
+expect 0 "mixed precision on a V68 SoC" -- "$kiln" partition "$src/examples/tinynet.onnx" --backend htp --quant 8a8w --calib "$calib" --dim batch=1..1 --fp-op softmax --fp16-fallback --soc SM8350
+contains "mixed precision V68 warning" "$err" "the skipped operators fall back to the CPU"
+expect 1 "mixed precision unknown node" -- "$kiln" compile "$src/examples/tinynet.onnx" --backend htp --quant 8a8w --calib "$calib" --dim batch=1..1 --fp-node nope -o "$work/x.kpte"
+contains "mixed precision unknown node message" "$err" "fp_node_id_set names 'nope'"
+expect 1 "mixed precision without quant" -- "$kiln" compile "$src/examples/tinynet.onnx" --backend htp --dim batch=1..1 --fp-op softmax -o "$work/x.kpte"
+contains "mixed precision without quant message" "$err" "need --quant"
 
 echo "kiln_tool_e2e: $passes passed, $failures failed"
 [[ $failures -eq 0 ]]

@@ -1,13 +1,12 @@
-// kiln partition MODEL --backend ID: partition and lower a model, print the delegated program
-// (.kir), the WhyNoPartition table (--report) and a summary.
+// kiln partition MODEL --backend ID: partition and lower a model (quantizing it first with
+// --quant, mixed precision with --fp-node / --fp-op), print the delegated program (.kir), the
+// WhyNoPartition table and the delegates (--report) and a summary.
 #include <iostream>
 
-#include "backends.h"
 #include "commands.h"
-#include "kiln/backends/demo/demo_backend.h"
-#include "kiln/lower/to_backend.h"
+#include "compile.h"
+#include "kiln/core/file.h"
 #include "kiln/ir/kir.h"
-#include "kiln/partition/capability_partitioner.h"
 
 namespace kiln::tool {
 namespace {
@@ -15,45 +14,39 @@ namespace {
 struct PartitionArgs {
   std::string model;
   std::string backend;
-  std::string ops;
   bool report = false;
-  size_t min_nodes = 1;
-  size_t max_partitions = 0;
   std::string output;
+  CompileArgs compile;
 };
 
-Status run_partition(const PartitionArgs& args) {
-  BackendRegistry registry;
-  KILN_RETURN_IF_ERROR(register_backends(registry));
-  if (auto b = registry.get(args.backend); !b.ok()) return b.status().with_context("--backend");
-  std::vector<CompileSpec> specs;
-  if (!args.ops.empty()) specs.push_back(make_compile_spec(std::string(demo::kOpsSpecKey), args.ops));
-  KILN_ASSIGN_OR_RETURN(OperatorSupportPtr support, support_for(args.backend, specs));
-  KILN_ASSIGN_OR_RETURN(ExportedProgram program, load_model(args.model));
-
-  auto reporter = std::make_shared<WhyNoPartitionReporter>();
-  CapabilityOptions options;
-  options.min_nodes_per_partition = args.min_nodes;
-  options.max_partitions = args.max_partitions;
-  options.reporter = reporter;
-  CapabilityPartitioner partitioner(
-      args.backend, specs, wrap_check(support, reporter), options,
-      [](std::string_view line) { std::cerr << "kiln: warning: " << line << '\n'; });
-  auto report = to_backend(program, partitioner, registry);
-  if (!report.ok()) return report.status().with_context(args.model);
+Status run_partition(PartitionArgs& args) {
+  args.compile.backends = {args.backend};
+  KILN_ASSIGN_OR_RETURN(std::vector<quant::Sample> samples, read_calibration(args.compile));
+  CompiledMethod cm;
+  cm.name = "forward";
+  cm.model = args.model;
+  KILN_ASSIGN_OR_RETURN(cm.program, load_model(args.model));
+  cm.reporter = std::make_shared<WhyNoPartitionReporter>();
+  for (const std::string& d : args.compile.dims) {
+    auto ranges = parse_dim_ranges(d);
+    if (!ranges.ok()) return ranges.status().with_context("--dim");
+    KILN_RETURN_IF_ERROR(bind_fixed_dims(cm, *ranges));
+  }
+  KILN_RETURN_IF_ERROR(quantize_and_lower(cm, args.compile, samples, {}, std::cerr));
 
   // The delegated program as .kir: on the terminal in short (large constants and blobs by
   // size), in the -o file in full, so that `kiln fmt` and `kiln run` read it back.
-  std::cout << print_kir(program, kir_summary());
-  if (!args.output.empty()) KILN_RETURN_IF_ERROR(write_file_atomic(args.output, print_kir(program)));
+  std::cout << print_kir(cm.program, kir_summary());
+  if (!args.output.empty()) KILN_RETURN_IF_ERROR(write_file_atomic(args.output, print_kir(cm.program)));
   if (args.report) {
-    std::cout << "\nWhyNoPartition report:\n" << reporter->get_table_report();
-    if (!reporter->get_table_report().empty() && reporter->get_table_report().back() != '\n') std::cout << '\n';
+    const std::string table = cm.reporter->get_table_report();
+    std::cout << "\nWhyNoPartition report:\n" << table;
+    if (!table.empty() && table.back() != '\n') std::cout << '\n';
+    std::cout << "\ndelegates:\n" << format_delegates(cm.program);
   }
-  std::cout << fmt::format(
-      "\npartitions: {}\nnodes delegated: {} / {}\nconstants duplicated: {} ({} bytes)\n",
-      report->partitions, report->nodes_delegated, report->nodes_total,
-      report->constants_duplicated, report->duplicated_bytes);
+  std::cout << fmt::format("\npartitions: {}\nnodes delegated: {} / {}\nconstants duplicated: {} ({} bytes)\n",
+                           cm.partitions, cm.nodes_delegated, cm.nodes_total, cm.constants_duplicated,
+                           cm.duplicated_bytes);
   return Status::Ok();
 }
 
@@ -64,17 +57,23 @@ void register_partition(CLI::App& app) {
               [](CLI::App& cmd) -> CommandFn {
                 auto args = std::make_shared<PartitionArgs>();
                 cmd.add_option("model", args->model, "The model (.kir or .onnx)")->required();
-                cmd.add_option("--backend", args->backend, "Backend id (demo)")->required();
-                cmd.add_option("--ops", args->ops,
-                               "Ops the backend takes, comma separated (default: all)");
-                cmd.add_flag("--report", args->report, "Print the WhyNoPartition table");
-                cmd.add_option("--min-nodes", args->min_nodes,
+                cmd.add_option("--backend", args->backend, "Backend id (demo, htp)")->required();
+                cmd.add_option("--ops", args->compile.ops,
+                               "Ops the demo backend takes, comma separated (default: all)");
+                cmd.add_option("--dim", args->compile.dims,
+                               "Fix a symbolic dim, NAME=N..N (HTP graphs are static), e.g. batch=1..1");
+                cmd.add_flag("--report", args->report, "Print the WhyNoPartition table and the delegates");
+                cmd.add_option("--min-nodes", args->compile.min_partition_nodes,
                                "Drop partitions with fewer nodes")
                     ->check(CLI::PositiveNumber);
-                cmd.add_option("--max-partitions", args->max_partitions,
+                cmd.add_option("--max-partitions", args->compile.max_partitions,
                                "Keep only the N largest partitions (0: all)");
+                cmd.add_option("--max-partition-nodes", args->compile.max_partition_nodes,
+                               "Shard partitions into pieces of at most this many nodes");
                 cmd.add_option("-o,--output", args->output,
                                "Also write the delegated program, in full, to this .kir file");
+                add_quant_options(cmd, args->compile);
+                add_htp_options(cmd, args->compile);
                 return [args]() -> Status { return run_partition(*args); };
               });
 }

@@ -30,13 +30,37 @@ void add_compile_options(CLI::App& cmd, CompileArgs& args) {
                  "Range a symbolic dim is planned for, NAME=MIN..MAX (repeatable), e.g. batch=1..8");
   cmd.add_option("--segment-alignment", args.segment_alignment,
                  "Alignment of the file's segments in bytes (a power of two >= 8; default 4096)");
-  cmd.add_option("--quant", args.quant, "Quantize first with this configuration (8a8w, 16a8w, 16a4w, 16a16w)");
-  cmd.add_option("--calib", args.calib, "Calibration inputs for --quant (.npz file or folder)");
-  cmd.add_option("--observer", args.observer, "--quant's observer: minmax, moving-average or histogram");
+  cmd.add_option("--max-partition-nodes", args.max_partition_nodes,
+                 "Shard partitions into pieces of at most this many nodes (each its own delegate / context)");
+  add_quant_options(cmd, args);
+  add_htp_options(cmd, args);
+}
+
+void add_quant_options(CLI::App& cmd, CompileArgs& args) {
+  auto* quant = "Quantization";
+  cmd.add_option("--quant", args.quant, "Quantize first with this configuration (8a8w, 16a8w, 16a4w, 16a16w)")
+      ->group(quant);
+  cmd.add_option("--calib", args.calib, "Calibration inputs for --quant (.npz file or folder)")->group(quant);
+  cmd.add_option("--observer", args.observer, "--quant's observer: minmax, moving-average or histogram")->group(quant);
   cmd.add_option("--quant-io", args.quant_io,
                  "These user inputs / outputs (comma separated) take and return quantized codes (u8/u16) "
                  "instead of real numbers, with no quantize / dequantize around them (tag_quant_io)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->group(quant);
+  cmd.add_option("--fp-node", args.fp_nodes,
+                 "Mixed precision (skip_annotation, --backend htp): keep these nodes in floating point "
+                 "(repeatable or comma separated)")
+      ->delimiter(',')
+      ->group(quant);
+  cmd.add_option("--fp-op", args.fp_ops, "Mixed precision: keep every node of these ops (\"softmax\") in floating point")
+      ->delimiter(',')
+      ->group(quant);
+  cmd.add_flag("--fp16-fallback", args.fp16_fallback,
+               "Mixed precision: run the nodes kept in floating point on the HTP in fp16, not on the CPU")
+      ->group(quant);
+}
+
+void add_htp_options(CLI::App& cmd, CompileArgs& args) {
   auto* htp = "HTP backend";
   cmd.add_option("--soc", args.soc, "HTP: the SoC to compile for (default SM8650)")->group(htp);
   cmd.add_option("--precision", args.precision, "HTP: quantized (default) or fp16")->group(htp);
@@ -45,6 +69,9 @@ void add_compile_options(CLI::App& cmd, CompileArgs& args) {
   cmd.add_option("--profile-level", args.profile, "HTP: off, basic, detailed or optrace (recorded by kiln run --profile)")
       ->group(htp);
   cmd.add_flag("--online-prepare", args.online_prepare, "HTP: ship the op graph, prepare the context at load")->group(htp);
+  cmd.add_flag("--multi-contexts", args.multi_contexts,
+               "HTP: the contexts (partitions) of the program share one spill-fill buffer, sized by "
+               "update_spill_fill_size")->group(htp);
   cmd.add_flag("--multiple-graphs", args.multiple_graphs,
                "HTP: every method's graph in one context binary that stores identical weights once "
                "(each method must be delegated whole)")->group(htp);
@@ -64,7 +91,8 @@ Result<std::vector<CompileSpec>> htp_compile_specs(const CompileArgs& args, cons
                                                    std::ostream& log) {
   KILN_ASSIGN_OR_RETURN(htp::QcomChipset soc, htp::chipset_from_name(args.soc));
   KILN_ASSIGN_OR_RETURN(htp::HtpPrecision precision, htp::precision_from_name(args.precision));
-  htp::BackendOptions backend = htp::generate_htp_compiler_spec(precision == htp::HtpPrecision::kFp16);
+  htp::BackendOptions backend =
+      htp::generate_htp_compiler_spec(precision == htp::HtpPrecision::kFp16, /*use_dlbc=*/false, args.multi_contexts);
   KILN_ASSIGN_OR_RETURN(backend.htp_options.performance_mode, htp::performance_mode_from_name(args.performance_mode));
   backend.htp_options.use_fold_relu = !args.no_fold_relu;
   backend.htp_options.use_dlbc = args.dlbc;
@@ -101,11 +129,12 @@ namespace {
 Status lower_method(CompiledMethod& cm, const CompileArgs& args,
                     const std::vector<std::string>& dim_texts, const BackendRegistry& registry,
                     std::ostream& log) {
-  size_t calls = 0;
-  for (const Node* n : cm.program.graph().nodes()) calls += n->op() == OpKind::kCallFunction;
-  cm.nodes_total = calls;
+  if (!cm.htp_lowered) {
+    for (const Node* n : cm.program.graph().nodes()) cm.nodes_total += n->op() == OpKind::kCallFunction;
+  }
   for (const std::string& backend : args.backends) {
     if (auto b = registry.get(backend); !b.ok()) return b.status().with_context("--backend");
+    if (backend == htp::kBackendId && cm.htp_lowered) continue;
     std::vector<CompileSpec> specs;
     if (backend == htp::kBackendId) {
       auto htp_specs = htp_compile_specs(args, cm.name, log);
@@ -134,6 +163,9 @@ Status lower_method(CompiledMethod& cm, const CompileArgs& args,
     CapabilityOptions options;
     options.reporter = cm.reporter;
     options.quantized_clusters = backend != htp::kBackendId;
+    options.min_nodes_per_partition = args.min_partition_nodes;
+    options.max_partitions = args.max_partitions;
+    options.max_nodes_per_partition = args.max_partition_nodes;
     CapabilityPartitioner partitioner(
         backend, specs, wrap_check(support, cm.reporter), options,
         [&log](std::string_view line) { log << "kiln: warning: " << line << '\n'; });
@@ -141,14 +173,13 @@ Status lower_method(CompiledMethod& cm, const CompileArgs& args,
     if (!report.ok()) return report.status().with_context(fmt::format("{} (method '{}')", cm.model, cm.name));
     cm.partitions += report->partitions;
     cm.nodes_delegated += report->nodes_delegated;
+    cm.constants_duplicated += report->constants_duplicated;
+    cm.duplicated_bytes += report->duplicated_bytes;
   }
   return Status::Ok();
 }
 
-// Post-training quantization of one method before it is partitioned, with the accuracy table on
-// the calibration samples (the quantized program against the float one).
-Status quantize_method(CompiledMethod& cm, const CompileArgs& args, const std::vector<quant::Sample>& samples,
-                       std::ostream& log) {
+Result<quant::QuantizeOptions> quantize_options(const CompileArgs& args) {
   std::optional<quant::ObserverKind> observer;
   if (!args.observer.empty()) {
     observer = quant::observer_from_name(args.observer);
@@ -156,6 +187,14 @@ Status quantize_method(CompiledMethod& cm, const CompileArgs& args, const std::v
   }
   quant::QuantizeOptions options;
   KILN_ASSIGN_OR_RETURN(options.config, quant::make_config(args.quant, false, observer, false));
+  return options;
+}
+
+// Post-training quantization of one method before it is partitioned, with the accuracy table on
+// the calibration samples (the quantized program against the float one).
+Status quantize_method(CompiledMethod& cm, const CompileArgs& args, const std::vector<quant::Sample>& samples,
+                       std::ostream& log) {
+  KILN_ASSIGN_OR_RETURN(quant::QuantizeOptions options, quantize_options(args));
   KILN_RETURN_IF_ERROR(quant::check_samples(cm.program, samples).with_context("--calib"));
   KILN_ASSIGN_OR_RETURN(auto prepared, quant::prepare(cm.program, options));
   KILN_RETURN_IF_ERROR(quant::calibrate(*prepared, samples, 1));
@@ -164,6 +203,53 @@ Status quantize_method(CompiledMethod& cm, const CompileArgs& args, const std::v
   log << fmt::format("method '{}': quantized {} on {} calibration samples\n", cm.name, args.quant, samples.size())
       << quant::format_report(report);
   cm.program = std::move(quantized);
+  return Status::Ok();
+}
+
+// --fp-node / --fp-op / --fp16-fallback: mixed precision with skip_annotation, which quantizes
+// the method around the nodes kept in floating point and lowers it to the HTP itself.
+Status quantize_mixed(CompiledMethod& cm, const CompileArgs& args, const std::vector<quant::Sample>& samples,
+                      std::ostream& log) {
+  if (args.backends.empty() || args.backends[0] != htp::kBackendId) {
+    return invalid_argument("--fp-node / --fp-op / --fp16-fallback (skip_annotation) need --backend htp, as the "
+                            "first backend");
+  }
+  if (!args.quant_io.empty()) return invalid_argument("--quant-io cannot be combined with --fp-node / --fp-op / --fp16-fallback");
+  KILN_ASSIGN_OR_RETURN(quant::QuantizeOptions options, quantize_options(args));
+  KILN_RETURN_IF_ERROR(quant::check_samples(cm.program, samples).with_context("--calib"));
+  auto specs = htp_compile_specs(args, cm.name, log);
+  if (!specs.ok()) return specs.status().with_context("--backend htp");
+  if (cm.reporter == nullptr) cm.reporter = std::make_shared<WhyNoPartitionReporter>();
+  CapabilityOptions partition;
+  partition.reporter = cm.reporter;
+  partition.min_nodes_per_partition = args.min_partition_nodes;
+  partition.max_partitions = args.max_partitions;
+  partition.max_nodes_per_partition = args.max_partition_nodes;
+  auto calibrate = [&](quant::PreparedModel& prepared) { return quant::calibrate(prepared, samples, 1); };
+  auto r = htp::skip_annotation(cm.program, options, *specs, calibrate,
+                                std::set<std::string>(args.fp_nodes.begin(), args.fp_nodes.end()),
+                                std::set<std::string>(args.fp_ops.begin(), args.fp_ops.end()), !args.fp16_fallback,
+                                partition);
+  if (!r.ok()) return r.status().with_context(fmt::format("{} (method '{}')", cm.model, cm.name));
+  for (const std::string& w : r->warnings) log << "kiln: warning: " << w << '\n';
+  log << fmt::format("method '{}': quantized {} on {} calibration samples, mixed precision (skip_annotation):\n",
+                     cm.name, args.quant, samples.size());
+  for (const htp::AnnotationGroup& g : r->groups) {
+    log << fmt::format("  {}: {}, {} node(s) -> {}\n", g.name, htp::to_string(g.precision), g.nodes.size(),
+                       g.lowered_modules.empty() ? "CPU" : fmt::format("{}", fmt::join(g.lowered_modules, ", ")));
+  }
+  cm.program = std::move(r->program);
+  cm.htp_lowered = true;
+  // Counted over the quantized program: the delegates' calls and what is left on the CPU.
+  for (const LoweredModule& lm : cm.program.lowered_modules()) {
+    ++cm.partitions;
+    for (const Node* n : lm.original_module->graph().nodes()) cm.nodes_delegated += n->op() == OpKind::kCallFunction;
+  }
+  cm.nodes_total = cm.nodes_delegated;
+  for (const Node* n : cm.program.graph().nodes()) {
+    bool delegate_io = n->is_call(OpId::kCallDelegate) || (n->is_call(OpId::kGetitem) && n->input(0)->is_call(OpId::kCallDelegate));
+    cm.nodes_total += n->op() == OpKind::kCallFunction && !delegate_io;
+  }
   return Status::Ok();
 }
 
@@ -200,32 +286,6 @@ Status tag_quant_io(CompiledMethod& cm, const std::vector<std::string>& names, s
     log << fmt::format("method '{}': {} '{}' carries {} codes: real = {} * (code - {})\n", cm.name,
                        t.kind == htp::QuantizedIo::kInput ? "input" : "output", t.name, dtype_name(t.quant.dtype),
                        t.quant.scales[0], t.quant.zero_points[0]);
-  }
-  return Status::Ok();
-}
-
-// HTP graphs are static: a symbol given one value (--dim batch=1) becomes that value in the
-// user inputs' specs, and every node's spec is inferred again.
-Status bind_fixed_dims(CompiledMethod& cm, const std::map<std::string, DimRange, std::less<>>& dims) {
-  bool changed = false;
-  Graph& graph = cm.program.graph();
-  for (Node* n : cm.program.user_inputs()) {
-    if (!n->has_spec()) continue;
-    TensorSpec spec = n->spec();
-    for (Dim& d : spec.shape) {
-      if (d.is_static()) continue;
-      auto it = dims.find(d.symbol_name());
-      if (it == dims.end() || it->second.min != it->second.max) continue;
-      d = Dim(it->second.min);
-      changed = true;
-    }
-    n->meta.val = SpecList{spec};
-  }
-  if (!changed) return Status::Ok();
-  for (Node* n : graph.nodes()) {
-    if (n->op() != OpKind::kCallFunction) continue;
-    Status s = graph.infer(n);
-    if (!s.ok()) return s.with_context(fmt::format("method '{}': binding --dim", cm.name));
   }
   return Status::Ok();
 }
@@ -328,6 +388,77 @@ Status join_graphs(Compiled& compiled, const CompileArgs& args, std::ostream& lo
 
 }  // namespace
 
+Status bind_fixed_dims(CompiledMethod& cm, const std::map<std::string, DimRange, std::less<>>& dims) {
+  bool changed = false;
+  Graph& graph = cm.program.graph();
+  for (Node* n : cm.program.user_inputs()) {
+    if (!n->has_spec()) continue;
+    TensorSpec spec = n->spec();
+    for (Dim& d : spec.shape) {
+      if (d.is_static()) continue;
+      auto it = dims.find(d.symbol_name());
+      if (it == dims.end() || it->second.min != it->second.max) continue;
+      d = Dim(it->second.min);
+      changed = true;
+    }
+    n->meta.val = SpecList{spec};
+  }
+  if (!changed) return Status::Ok();
+  for (Node* n : graph.nodes()) {
+    if (n->op() != OpKind::kCallFunction) continue;
+    Status s = graph.infer(n);
+    if (!s.ok()) return s.with_context(fmt::format("method '{}': binding --dim", cm.name));
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<quant::Sample>> read_calibration(const CompileArgs& args) {
+  const bool mixed = !args.fp_nodes.empty() || !args.fp_ops.empty() || args.fp16_fallback;
+  if (args.quant.empty()) {
+    if (mixed) return invalid_argument("--fp-node / --fp-op / --fp16-fallback need --quant (the rest is quantized)");
+    return std::vector<quant::Sample>{};
+  }
+  if (args.calib.empty()) return invalid_argument("--quant {} needs calibration inputs: --calib DATA", args.quant);
+  return quant::read_samples(args.calib);
+}
+
+Status quantize_and_lower(CompiledMethod& cm, const CompileArgs& args, const std::vector<quant::Sample>& samples,
+                          const std::vector<std::string>& dim_texts, std::ostream& log) {
+  BackendRegistry registry;
+  KILN_RETURN_IF_ERROR(register_backends(registry));
+  const bool mixed = !args.fp_nodes.empty() || !args.fp_ops.empty() || args.fp16_fallback;
+  if (mixed) {
+    KILN_RETURN_IF_ERROR(quantize_mixed(cm, args, samples, log));
+  } else if (!args.quant.empty()) {
+    KILN_RETURN_IF_ERROR(quantize_method(cm, args, samples, log));
+  }
+  if (!args.quant_io.empty()) KILN_RETURN_IF_ERROR(tag_quant_io(cm, args.quant_io, log));
+  return lower_method(cm, args, dim_texts, registry, log);
+}
+
+std::string format_delegates(const ExportedProgram& program) {
+  std::string out;
+  for (const LoweredModule& lm : program.lowered_modules()) {
+    std::string precision = "-";
+    if (auto p = htp::delegate_precision(lm)) precision = htp::to_string(*p);
+    size_t calls = 0;
+    std::set<std::string> ops;
+    if (lm.original_module != nullptr) {
+      for (const Node* n : lm.original_module->graph().nodes()) {
+        if (n->op() != OpKind::kCallFunction) continue;
+        ++calls;
+        bool qdq = n->is_call(OpId::kQuantizePerTensor) || n->is_call(OpId::kDequantizePerTensor) ||
+                   n->is_call(OpId::kQuantizePerChannel) || n->is_call(OpId::kDequantizePerChannel);
+        if (!qdq && !n->is_call(OpId::kGetitem)) ops.emplace(n->target_name());
+      }
+    }
+    out += fmt::format("  {:<18} {:<8} {:<10} {:>5} node(s)  {}\n", lm.name, lm.backend_id, precision, calls,
+                       fmt::join(ops, " "));
+  }
+  if (out.empty()) out = "  (none)\n";
+  return out;
+}
+
 Result<Compiled> compile_programs(std::vector<std::unique_ptr<CompiledMethod>> methods,
                                   const CompileArgs& args,
                                   const std::map<std::string, DimRange, std::less<>>& default_dims,
@@ -347,23 +478,15 @@ Result<Compiled> compile_programs(std::vector<std::unique_ptr<CompiledMethod>> m
   for (const auto& [name, r] : default_dims) {
     if (options.dims.emplace(name, r).second) dim_texts.push_back(fmt::format("{}={}..{}", name, r.min, r.max));
   }
-  BackendRegistry registry;
-  KILN_RETURN_IF_ERROR(register_backends(registry));
   Compiled out;
   std::vector<MethodToSerialize> to_write;
-  std::vector<quant::Sample> samples;
-  if (!args.quant.empty()) {
-    if (args.calib.empty()) return invalid_argument("--quant {} needs calibration inputs: --calib DATA", args.quant);
-    KILN_ASSIGN_OR_RETURN(samples, quant::read_samples(args.calib));
-  }
+  KILN_ASSIGN_OR_RETURN(std::vector<quant::Sample> samples, read_calibration(args));
   for (auto& cm : methods) {
     KILN_RETURN_IF_ERROR(check_input_dims(*cm, options));
     if (std::find(args.backends.begin(), args.backends.end(), htp::kBackendId) != args.backends.end()) {
       KILN_RETURN_IF_ERROR(bind_fixed_dims(*cm, options.dims));
     }
-    if (!args.quant.empty()) KILN_RETURN_IF_ERROR(quantize_method(*cm, args, samples, log));
-    if (!args.quant_io.empty()) KILN_RETURN_IF_ERROR(tag_quant_io(*cm, args.quant_io, log));
-    KILN_RETURN_IF_ERROR(lower_method(*cm, args, dim_texts, registry, log));
+    KILN_RETURN_IF_ERROR(quantize_and_lower(*cm, args, samples, dim_texts, log));
     if (!args.backends.empty()) {
       log << fmt::format("method '{}' ({}): {} partition(s), {} of {} calls delegated to {}\n",
                          cm->name, cm->model, cm->partitions, cm->nodes_delegated, cm->nodes_total,
@@ -371,12 +494,33 @@ Result<Compiled> compile_programs(std::vector<std::unique_ptr<CompiledMethod>> m
       if (args.report && cm->reporter) {
         std::string table = cm->reporter->get_table_report();
         log << "WhyNoPartition report:\n" << table << (table.empty() || table.back() == '\n' ? "" : "\n");
+        log << "delegates:\n" << format_delegates(cm->program);
       }
     }
     to_write.push_back({cm->name, &cm->program});
     out.methods.push_back(std::move(cm));
   }
   if (args.multiple_graphs) KILN_RETURN_IF_ERROR(join_graphs(out, args, log));
+  if (args.multi_contexts) {
+    std::vector<ExportedProgram*> programs;
+    for (auto& cm : out.methods) programs.push_back(&cm->program);
+    KILN_ASSIGN_OR_RETURN(uint64_t bytes, htp::update_spill_fill_size(programs));
+    size_t contexts = 0;
+    uint64_t each = 0;  // what separate buffers would take
+    for (auto& cm : out.methods) {
+      for (const LoweredModule& lm : cm->program.lowered_modules()) {
+        auto c = htp::parse_context(lm.processed_bytes->bytes());
+        if (!c.ok()) continue;
+        ++contexts;
+        for (htp::QnnGraph g : c->graphs) {
+          if (!c->prepared) htp::plan_graph(g, c->soc.vtcm_size_mb);
+          each += g.spill_fill_bytes;
+        }
+      }
+    }
+    log << fmt::format("multi contexts: {} HTP context(s) share one spill-fill buffer of {} bytes "
+                       "(update_spill_fill_size; {} bytes as a buffer each)\n", contexts, bytes, each);
+  }
   KILN_ASSIGN_OR_RETURN(out.image, serialize_program(to_write, options));
   return out;
 }

@@ -12,6 +12,7 @@
 
 #include "kiln/ir/exported_program.h"
 #include "kiln/partition/why_no_partition.h"
+#include "kiln/quant/quantizer.h"
 #include "kiln/runtime/program.h"
 #include "kiln/serialize/program_writer.h"
 
@@ -28,13 +29,23 @@ struct CompileArgs {
   std::string calib;                  ///< calibration .npz file or folder
   std::string observer;               ///< observer override
   std::vector<std::string> quant_io;  ///< user inputs / outputs that carry codes (tag_quant_io)
+  // Mixed precision (skip_annotation): these nodes / ops stay in floating point, on the CPU or,
+  // with fp16_fallback, on the HTP in fp16.
+  std::vector<std::string> fp_nodes;
+  std::vector<std::string> fp_ops;
+  bool fp16_fallback = false;
+  // Partitioning (kiln partition's --min-nodes / --max-partitions).
+  size_t min_partition_nodes = 1;
+  size_t max_partitions = 0;
   // The HTP backend's compile spec (generate_qnn_executorch_compiler_spec).
   std::string soc = "SM8650";
   std::string precision = "quantized";  ///< quantized or fp16
   std::string performance_mode = "burst";
   std::string profile;                ///< off, basic, detailed, optrace
   bool online_prepare = false;
-  bool multiple_graphs = false;  // every method's HTP graph in one context (generate_multi_graph_program)
+  bool multiple_graphs = false;    // every method's HTP graph in one context (generate_multi_graph_program)
+  bool multi_contexts = false;     // HTP use_multi_contexts: one spill-fill buffer for every context
+  size_t max_partition_nodes = 0;  // shard partitions larger than this (0: no limit)
   bool dump_intermediate_outputs = false;
   bool no_fold_relu = false;
   bool shared_buffer = false;
@@ -50,6 +61,8 @@ struct CompiledMethod {
   std::string model;
   ExportedProgram program;
   size_t partitions = 0, nodes_delegated = 0, nodes_total = 0;
+  size_t constants_duplicated = 0, duplicated_bytes = 0;
+  bool htp_lowered = false;  ///< skip_annotation lowered it to the HTP already
   std::shared_ptr<WhyNoPartitionReporter> reporter;
 };
 
@@ -58,8 +71,31 @@ struct Compiled {
   ProgramImage image;
 };
 
-/// Adds the compile options (--backend, --ops, --dim, --segment-alignment) to `cmd`.
+/// Adds the compile options (--backend, --ops, --dim, --segment-alignment and the two groups
+/// below) to `cmd`.
 void add_compile_options(CLI::App& cmd, CompileArgs& args);
+/// Adds the quantization options (--quant, --calib, --observer, --quant-io, --fp-node, --fp-op,
+/// --fp16-fallback) to `cmd`.
+void add_quant_options(CLI::App& cmd, CompileArgs& args);
+/// Adds the HTP backend's options (--soc, --precision, ...) to `cmd`.
+void add_htp_options(CLI::App& cmd, CompileArgs& args);
+
+/// HTP graphs are static: a symbol given one value (--dim batch=1..1) becomes that value in the
+/// user inputs' specs, and every node's spec is inferred again.
+Status bind_fixed_dims(CompiledMethod& cm, const std::map<std::string, DimRange, std::less<>>& dims);
+
+/// The calibration samples `args` asks for (none without --quant).
+Result<std::vector<quant::Sample>> read_calibration(const CompileArgs& args);
+
+/// Quantizes one loaded method (--quant; with --fp-node / --fp-op / --fp16-fallback through
+/// skip_annotation) and lowers it across `args.backends`; progress on `log`. `dim_texts` are
+/// the --dim ranges the demo backend is told.
+Status quantize_and_lower(CompiledMethod& cm, const CompileArgs& args, const std::vector<quant::Sample>& samples,
+                          const std::vector<std::string>& dim_texts, std::ostream& log);
+
+/// The delegates of `program`, one line each: name, backend, precision (HTP), node count and
+/// the ops they run.
+std::string format_delegates(const ExportedProgram& program);
 
 /// The HTP compile spec (qnn_compile_spec) the options ask for, graph `graph_name`; the
 /// generator's warnings go to `log`.

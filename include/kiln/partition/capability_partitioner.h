@@ -50,6 +50,10 @@ struct CapabilityOptions {
   size_t min_nodes_per_partition = 1;
   /// Keep at most this many partitions, the largest ones (ties: earlier first node). 0: no limit.
   size_t max_partitions = 0;
+  /// Split each kept partition into consecutive pieces (in graph order) of at most this many
+  /// nodes, the way LLM exports shard a model across several delegate contexts; a getitem stays
+  /// with its producer. 0: no limit.
+  size_t max_nodes_per_partition = 0;
   /// Tags are "<tag_prefix>_<k>"; empty: the backend id (CapabilityPartitioner) or "tag".
   std::string tag_prefix;
   /// Step 2 on: an op and its q/dq nodes are partitioned whole or not at all. Off for a backend

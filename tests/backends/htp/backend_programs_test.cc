@@ -287,5 +287,117 @@ TEST(HtpMultiGraph, ErrorsAreNamed) {
             std::string::npos);
 }
 
+// relu(x) and sigmoid(x), both alive for the add: working memory 2 * |x| (f32 inside).
+void build_wide(ExportedProgram& p, int64_t rows) {
+  testing::GraphBuilder b(p);
+  Node* x = b.input("x", TensorSpec::of(DType::kF32, {1, rows, 1024}));
+  b.outputs({b.add(b.call(OpId::kRelu, {x}), b.call(OpId::kSigmoid, {x}))});
+}
+
+// Lowered to the HTP of SXR1230P (2 MB of VTCM), fp16, with or without multi contexts.
+ExportedProgram lowered_wide(int64_t rows, bool multi_contexts) {
+  ExportedProgram p;
+  build_wide(p, rows);
+  auto s = generate_qnn_executorch_compiler_spec(QcomChipset::SXR1230P,
+                                                 generate_htp_compiler_spec(true, false, multi_contexts));
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  auto sp = to_compile_specs<CompileSpec>(*s);
+  BackendRegistry registry;
+  EXPECT_TRUE(register_htp_backend(registry).ok());
+  CapabilityPartitioner partitioner("htp", sp, htp_operator_support(*options_from_specs(sp)));
+  auto rep = to_backend(p, partitioner, registry);
+  EXPECT_TRUE(rep.ok()) << rep.status().message();
+  return p;
+}
+
+// ExecuTorch's update_spill_fill_size: the largest spill-fill size of the multi-context
+// delegates, in every one's spec; the runtime then allocates one spill-fill buffer, so memory
+// grows with the largest context, not with the sum.
+TEST(HtpSpillFill, OneBufferSizedByTheLargestContext) {
+  const int64_t rows[] = {512, 1024, 1536};  // 2, 4 and 6 MiB per tensor
+  std::vector<ExportedProgram> shared, separate;
+  for (int64_t r : rows) {
+    shared.push_back(lowered_wide(r, true));
+    separate.push_back(lowered_wide(r, false));
+  }
+  std::vector<ExportedProgram*> programs;
+  for (ExportedProgram& p : shared) programs.push_back(&p);
+  auto size = update_spill_fill_size(programs);
+  ASSERT_TRUE(size.ok()) << size.status().message();
+  // The largest: two 6 MiB tensors alive together, less the 2 MiB of VTCM the planner keeps.
+  uint64_t largest = 0;
+  for (ExportedProgram& p : shared) {
+    auto c = parse_context(p.lowered_modules()[0].processed_bytes->bytes());
+    ASSERT_TRUE(c.ok());
+    largest = std::max(largest, c->graphs[0].spill_fill_bytes);
+    EXPECT_EQ(options_from_specs(p.lowered_modules()[0].compile_specs)->backend_options.htp_options.max_sf_buf_size,
+              *size);
+  }
+  EXPECT_EQ(*size, largest);
+  EXPECT_GE(largest, uint64_t{10} << 20);
+  // Programs without multi contexts are left alone.
+  std::vector<ExportedProgram*> others = {&separate[0]};
+  EXPECT_EQ(*update_spill_fill_size(others), 0u);
+
+  auto executors = [](std::vector<ExportedProgram>& ps) {
+    std::vector<std::unique_ptr<HtpExecutor>> out;
+    for (ExportedProgram& p : ps) {
+      const LoweredModule& lm = p.lowered_modules()[0];
+      auto c = parse_context(lm.processed_bytes->bytes());
+      EXPECT_TRUE(c.ok());
+      auto ex = HtpExecutor::create(std::make_shared<const Context>(std::move(*c)), "forward",
+                                    *options_from_specs(lm.compile_specs), 1);
+      EXPECT_TRUE(ex.ok()) << ex.status().message();
+      out.push_back(std::move(ex).value());
+    }
+    return out;
+  };
+  uint64_t sum_separate = 0, sum_own = 0;
+  {
+    auto alone = executors(separate);
+    for (auto& ex : alone) sum_separate += ex->working_memory_bytes();
+    auto together = executors(shared);
+    for (auto& ex : together) sum_own += ex->working_memory_bytes();
+    const uint64_t peak_shared = sum_own + shared_spill_fill_bytes();
+    EXPECT_EQ(shared_spill_fill_bytes(), largest);
+    // Separate contexts: every spill-fill area; shared: the VTCM parts and the largest one.
+    EXPECT_LT(peak_shared + (uint64_t{8} << 20), sum_separate) << peak_shared << " vs " << sum_separate;
+    // Run in turns on the shared buffer: the same numbers as alone.
+    for (int round = 0; round < 2; ++round) {
+      for (size_t i = 0; i < together.size(); ++i) {
+        std::vector<Tensor> in = {random_tensor({1, rows[i], 1024}, 40 + static_cast<uint32_t>(i))};
+        auto a = alone[i]->execute(in);
+        auto b = together[i]->execute(in);
+        ASSERT_TRUE(a.ok() && b.ok());
+        expect_same(*a, *b);
+      }
+    }
+  }
+  EXPECT_EQ(shared_spill_fill_bytes(), 0u) << "the buffer goes with its last context";
+
+  // A spec whose size is too small for its context is refused at load, naming the fix.
+  const LoweredModule& lm = shared[2].lowered_modules()[0];
+  auto options = *options_from_specs(lm.compile_specs);
+  options.backend_options.htp_options.max_sf_buf_size = 1024;
+  auto c = parse_context(lm.processed_bytes->bytes());
+  auto ex = HtpExecutor::create(std::make_shared<const Context>(std::move(*c)), "forward", options, 1);
+  ASSERT_FALSE(ex.ok());
+  EXPECT_NE(ex.status().message().find("update_spill_fill_size"), std::string::npos) << ex.status().message();
+}
+
+// The planner never lets a tensor straddle the end of VTCM (the spill-fill part may be shared).
+TEST(HtpSpillFill, NoTensorStraddlesVtcm) {
+  ExportedProgram p = lowered_wide(700, true);
+  auto c = parse_context(p.lowered_modules()[0].processed_bytes->bytes());
+  ASSERT_TRUE(c.ok());
+  const QnnGraph& g = c->graphs[0];
+  EXPECT_GT(g.spill_fill_bytes, 0u);
+  for (const QnnTensor& t : g.tensors) {
+    if (t.type != TensorType::kNative) continue;
+    uint64_t bytes = t.num_elements() * 4;
+    EXPECT_TRUE(t.offset + bytes <= g.vtcm_bytes || t.offset >= g.vtcm_bytes) << t.name;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::htp

@@ -64,6 +64,9 @@ class HtpExecutor {
                                       portable::KernelContext* outputs_ctx = nullptr);
 
   const QnnGraph& graph() const;
+  /// Bytes of working memory this executor owns: VTCM part and spill-fill, or only the VTCM
+  /// part when it uses the process's shared spill-fill buffer.
+  uint64_t working_memory_bytes() const;
   /// The profile of the last execute (level kOff when profiling is off).
   const GraphProfile& last_profile() const;
   /// Called for every op output of each execute when set (or when the options ask for dumps).
@@ -75,6 +78,11 @@ class HtpExecutor {
   explicit HtpExecutor(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+/// The spill-fill buffer HTP contexts with use_multi_contexts share (the option's
+/// max_sf_buf_size, written by update_spill_fill_size): one per process, as large as the largest
+/// size asked for while it lives; its bytes now (0: none). Executors sharing it run one at a time.
+uint64_t shared_spill_fill_bytes();
 
 /// Where the delegates of the runtime backend send what their options ask to record.
 struct RuntimeHooks {

@@ -466,14 +466,30 @@ uint64_t plan_graph(QnnGraph& g, uint32_t vtcm_size_mb) {
     blocks.push_back({first[id], last[id], bytes});
     ids.push_back(static_cast<uint32_t>(id));
   }
+  // One placement; the tensors that end inside VTCM stay there, the rest are placed again in a
+  // spill-fill region of their own after it, so that no tensor straddles the two (contexts with
+  // use_multi_contexts share one spill-fill buffer).
   std::vector<uint64_t> offsets;
-  uint64_t size = blocks.empty() ? 0
-                                 : passes::place_greedy_by_size(blocks, kAlign, passes::GapRule::kFirstFit, &offsets);
-  for (size_t i = 0; i < ids.size(); ++i) g.tensors[ids[i]].offset = offsets[i];
-  uint64_t vtcm = uint64_t{vtcm_size_mb} << 20;
-  g.vtcm_bytes = std::min(size, vtcm);
-  g.spill_fill_bytes = size - g.vtcm_bytes;
-  return size;
+  if (!blocks.empty()) passes::place_greedy_by_size(blocks, kAlign, passes::GapRule::kFirstFit, &offsets);
+  const uint64_t vtcm = uint64_t{vtcm_size_mb} << 20;
+  uint64_t vtcm_used = 0;
+  std::vector<passes::Block> spilled;
+  std::vector<uint32_t> spilled_ids;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (offsets[i] + blocks[i].bytes <= vtcm) {
+      g.tensors[ids[i]].offset = offsets[i];
+      vtcm_used = std::max(vtcm_used, offsets[i] + blocks[i].bytes);
+    } else {
+      spilled.push_back(blocks[i]);
+      spilled_ids.push_back(ids[i]);
+    }
+  }
+  g.vtcm_bytes = (vtcm_used + kAlign - 1) / kAlign * kAlign;
+  std::vector<uint64_t> spill_offsets;
+  g.spill_fill_bytes =
+      spilled.empty() ? 0 : passes::place_greedy_by_size(spilled, kAlign, passes::GapRule::kFirstFit, &spill_offsets);
+  for (size_t k = 0; k < spilled_ids.size(); ++k) g.tensors[spilled_ids[k]].offset = g.vtcm_bytes + spill_offsets[k];
+  return g.vtcm_bytes + g.spill_fill_bytes;
 }
 
 }  // namespace kiln::htp

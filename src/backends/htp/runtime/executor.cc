@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <mutex>
 
 #include "backends/portable/thread_pool.h"
 #include "kiln/backends/htp/htp_runtime.h"
@@ -27,6 +28,25 @@ class PoolContext final : public portable::KernelContext {
  private:
   portable::ThreadPool pool_;
 };
+
+// The process's shared spill-fill buffer: executors hold it, the registry only watches it.
+struct SpillFill {
+  std::shared_ptr<HeapStorage> storage;
+  std::mutex running;  // contexts that share it execute one at a time
+};
+
+std::mutex g_spill_mu;
+std::weak_ptr<SpillFill> g_spill;
+
+std::shared_ptr<SpillFill> acquire_spill_fill(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(g_spill_mu);
+  if (auto s = g_spill.lock(); s != nullptr && s->storage->size() >= bytes) return s;
+  auto fresh = std::make_shared<SpillFill>();
+  fresh->storage = HeapStorage::try_allocate(std::max<uint64_t>(bytes, 64));
+  if (fresh->storage == nullptr) return nullptr;
+  g_spill = fresh;
+  return fresh;
+}
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -69,6 +89,7 @@ struct HtpExecutor::Impl {
   bool fp16 = false;
   std::unique_ptr<PoolContext> kernels;
   std::shared_ptr<HeapStorage> memory;  // the working memory: VTCM part, then spill-fill
+  std::shared_ptr<SpillFill> spill;     // use_multi_contexts: the shared spill-fill part
   Frame frame;
   std::vector<std::unique_ptr<PreparedOp>> ops;
   GraphProfile profile;
@@ -119,7 +140,7 @@ Result<std::unique_ptr<HtpExecutor>> HtpExecutor::create(std::shared_ptr<const C
   for (const QnnTensor& t : graph.tensors) {
     if (t.type == TensorType::kNative) all_native += (t.num_elements() * dtype_size(storage_dtype(t.data_type)) + 63) / 64 * 64;
   }
-  if (size > all_native) {
+  if (size > 2 * all_native) {  // (the VTCM / spill-fill split may leave gaps; never this much)
     return invalid_argument("HTP graph '{}': its working memory ({} bytes VTCM + {} spill-fill) is larger than all "
                             "its tensors together ({} bytes)", graph.name, graph.vtcm_bytes, graph.spill_fill_bytes,
                             all_native);
@@ -131,9 +152,30 @@ Result<std::unique_ptr<HtpExecutor>> HtpExecutor::create(std::shared_ptr<const C
       return invalid_argument("HTP graph '{}': tensor '{}' ({} bytes at offset {}) lies outside its {}-byte working "
                               "memory", graph.name, t.name, bytes, t.offset, size);
     }
+    if (t.offset < graph.vtcm_bytes && t.offset + bytes > graph.vtcm_bytes) {
+      return invalid_argument("HTP graph '{}': tensor '{}' ({} bytes at offset {}) straddles the end of the {}-byte "
+                              "VTCM part", graph.name, t.name, bytes, t.offset, graph.vtcm_bytes);
+    }
   }
-  impl->memory = HeapStorage::try_allocate(std::max<uint64_t>(size, 64));
-  if (impl->memory == nullptr) return resource_exhausted("HTP graph '{}': cannot allocate {} bytes of working memory", graph.name, size);
+  // With use_multi_contexts and a spill-fill size set (update_spill_fill_size), the spill-fill
+  // part is the process's shared buffer; this executor owns the VTCM part only.
+  const HtpBackendOptions& htp = options.backend_options.htp_options;
+  const uint64_t vtcm_part = std::min(graph.vtcm_bytes, size);
+  if (htp.use_multi_contexts && htp.max_sf_buf_size > 0 && size > vtcm_part) {
+    if (size - vtcm_part > htp.max_sf_buf_size) {
+      return invalid_argument("HTP graph '{}' needs {} bytes of spill-fill, the compile spec's max_sf_buf_size is {} "
+                              "(run update_spill_fill_size over every program that shares the buffer)",
+                              graph.name, size - vtcm_part, htp.max_sf_buf_size);
+    }
+    impl->spill = acquire_spill_fill(htp.max_sf_buf_size);
+    if (impl->spill == nullptr) {
+      return resource_exhausted("HTP graph '{}': cannot allocate the {}-byte shared spill-fill buffer", graph.name,
+                                htp.max_sf_buf_size);
+    }
+  }
+  const uint64_t own = impl->spill != nullptr ? vtcm_part : size;
+  impl->memory = HeapStorage::try_allocate(std::max<uint64_t>(own, 64));
+  if (impl->memory == nullptr) return resource_exhausted("HTP graph '{}': cannot allocate {} bytes of working memory", graph.name, own);
   Frame& f = impl->frame;
   f.graph = &impl->graph;
   f.kernels = impl->kernels.get();
@@ -147,7 +189,11 @@ Result<std::unique_ptr<HtpExecutor>> HtpExecutor::create(std::shared_ptr<const C
       if (!v.ok()) return v.status();
       f.values[id] = std::move(v).value();
     } else if (t.type == TensorType::kNative) {
-      f.values[id] = Tensor(storage_dtype(t.data_type), std::move(shape), impl->memory, t.offset);
+      if (impl->spill != nullptr && t.offset >= vtcm_part) {
+        f.values[id] = Tensor(storage_dtype(t.data_type), std::move(shape), impl->spill->storage, t.offset - vtcm_part);
+      } else {
+        f.values[id] = Tensor(storage_dtype(t.data_type), std::move(shape), impl->memory, t.offset);
+      }
     }
   }
   for (const QnnOp& op : graph.ops) {
@@ -169,8 +215,18 @@ Result<std::unique_ptr<HtpExecutor>> HtpExecutor::create(std::shared_ptr<const C
   return std::unique_ptr<HtpExecutor>(new HtpExecutor(std::move(impl)));
 }
 
+uint64_t HtpExecutor::working_memory_bytes() const { return impl_->memory->size(); }
+
+uint64_t shared_spill_fill_bytes() {
+  std::lock_guard<std::mutex> lock(g_spill_mu);
+  auto s = g_spill.lock();
+  return s != nullptr ? s->storage->size() : 0;
+}
+
 Result<std::vector<Tensor>> HtpExecutor::execute(std::span<const Tensor> inputs, portable::KernelContext* outputs_ctx) {
   Impl& m = *impl_;
+  std::unique_lock<std::mutex> sharing;
+  if (m.spill != nullptr) sharing = std::unique_lock<std::mutex>(m.spill->running);
   Frame& f = m.frame;
   const QnnGraph& g = m.graph;
   if (inputs.size() != g.inputs.size()) {
