@@ -9,7 +9,8 @@ DEBIAN_PACKAGES=(
   libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   libprotobuf-dev protobuf-compiler libonnx-dev libflatbuffers-dev flatbuffers-compiler
   libopenblas-dev libxnnpack-dev libpthreadpool-dev libcpuinfo-dev libdnnl-dev zlib1g-dev
-  python3-onnx python3-numpy python3-torch python3-torchvision time
+  python3-onnx python3-numpy python3-torch python3-torchvision python3-pil time
+  libgraphviz-dev chromium
 )
 
 missing=()

@@ -489,5 +489,22 @@ contains "mixed precision unknown node message" "$err" "fp_node_id_set names 'no
 expect 1 "mixed precision without quant" -- "$kiln" compile "$src/examples/tinynet.onnx" --backend htp --dim batch=1..1 --fp-op softmax -o "$work/x.kpte"
 contains "mixed precision without quant message" "$err" "need --quant"
 
+# draw_graph: kiln draw writes DIR/TITLE.svg through Graphviz, delegates as clusters.
+mkdir -p "$work/draw"
+expect 0 "draw" -- "$kiln" draw "$src/examples/tinynet.onnx" -o "$work/draw" --title mixed --backend htp --quant 8a8w --calib "$calib" --dim batch=1..1 --fp-op softmax --fp16-fallback
+contains "draw says where" "$out" "wrote $work/draw/mixed.svg"
+svg=$(cat "$work/draw/mixed.svg" 2>/dev/null)
+contains "draw clusters" "$svg" "lowered_module_1: htp, fp16"
+contains "draw boxes" "$svg" ">softmax</text>"
+expect 0 "draw a float model" -- "$kiln" draw "$src/examples/tinynet.onnx" -o "$work/draw"
+[[ -s "$work/draw/tinynet.svg" ]] || { echo "FAIL: draw without --title writes MODEL.svg"; failures=$((failures + 1)); }
+expect 1 "draw into a missing dir" -- "$kiln" draw "$src/examples/tinynet.onnx" -o "$work/nowhere"
+contains "draw missing dir message" "$err" "is not a directory"
+expect 1 "profile without html" -- "$kiln" partition "$src/examples/tinynet.onnx" --backend demo --profile "$work/x.json"
+contains "profile without html message" "$err" "--profile goes with --html"
+printf '{"traceEvents": [{"name": "x"}]}' > "$work/bad_trace.json"
+expect 1 "html with a bad profile" -- "$kiln" partition "$src/examples/tinynet.onnx" --backend demo --html "$work/r.html" --profile "$work/bad_trace.json"
+contains "html bad profile message" "$err" "--profile $work/bad_trace.json: HTP profile: event 0: no string 'cat'"
+
 echo "kiln_tool_e2e: $passes passed, $failures failed"
 [[ $failures -eq 0 ]]

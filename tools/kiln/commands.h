@@ -36,7 +36,7 @@ void register_compile(CLI::App& app);  ///< kiln compile (model -> .kpte)
 void register_fmt(CLI::App& app);
 void register_inspect(CLI::App& app);
 void register_import(CLI::App& app);  ///< kiln import (ONNX -> .kir)
-void register_partition(CLI::App& app);
+void register_partition(CLI::App& app);  ///< kiln partition (and kiln draw: the drawing alone)
 void register_run(CLI::App& app);    ///< kiln run (the runtime; --interpreter for the IR one)
 void register_bench(CLI::App& app);  ///< kiln bench (latency)
 void register_quantize(CLI::App& app);  ///< kiln quantize (post-training quantization)

@@ -68,6 +68,36 @@ inline void build_attention(ExportedProgram& p) {
   b.outputs({ln});
 }
 
+// The seed's docstring graph: conv2d_1(input_1) + conv2d_2(input_2) -> add_1.
+inline ExportedProgram two_convs() {
+  ExportedProgram p;
+  testing::GraphBuilder b(p);
+  Node* x1 = b.input("input_1", TensorSpec::of(DType::kF32, {1, 3, 8, 8}));
+  Node* x2 = b.input("input_2", TensorSpec::of(DType::kF32, {1, 3, 8, 8}));
+  Node* w1 = p.add_parameter("weight_1", "weight_1", random_tensor({4, 3, 3, 3}, 11, 0.3f));
+  Node* b1 = p.add_parameter("bias_1", "bias_1", random_tensor({4}, 12, 0.1f));
+  Node* w2 = p.add_parameter("weight_2", "weight_2", random_tensor({4, 3, 3, 3}, 13, 0.3f));
+  Node* b2 = p.add_parameter("bias_2", "bias_2", random_tensor({4}, 14, 0.1f));
+  const Kwargs pad = {{"padding", std::vector<int64_t>{1, 1}}};
+  Node* c1 = b.call(OpId::kConvolution, {x1, w1, b1}, pad, "conv2d_1");
+  Node* c2 = b.call(OpId::kConvolution, {x2, w2, b2}, pad, "conv2d_2");
+  Node* sum = b.call(OpId::kAdd, {c1, c2}, {}, "add_1");
+  b.outputs({sum});
+  return p;
+}
+
+inline std::vector<quant::Sample> two_input_samples(int n) {
+  std::vector<quant::Sample> out;
+  for (int i = 0; i < n; ++i) {
+    quant::Sample s;
+    s.source = "random";
+    s.inputs["input_1"] = random_tensor({1, 3, 8, 8}, 200 + i);
+    s.inputs["input_2"] = random_tensor({1, 3, 8, 8}, 300 + i);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 inline std::vector<quant::Sample> samples_for(const std::string& input, std::vector<int64_t> shape, int n) {
   std::vector<quant::Sample> out;
   for (int i = 0; i < n; ++i) {

@@ -39,6 +39,9 @@ struct GraphProfile {
 
 /// Chrome trace JSON (chrome://tracing, Perfetto) of `profiles`, one track per graph.
 std::string profile_to_chrome_trace(std::span<const GraphProfile> profiles);
+/// The profiles of a Chrome trace profile_to_chrome_trace wrote (kiln run --profile): a graph
+/// event per run, its ops' events after it. Errors name the event that is malformed.
+Result<std::vector<GraphProfile>> profile_from_chrome_trace(std::string_view json);
 
 /// Receives each op output of a run when intermediate dumps are on: the tensor's name and its
 /// value dequantized to f32 (fixed-point tensors) or as is.

@@ -1,7 +1,6 @@
 // HtpExecutor: loads one graph of a context (plans it when it came online-prepared), runs its
 // ops in order over one working memory, profiles and dumps on request; and the runtime backend.
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstring>
@@ -299,26 +298,6 @@ Result<std::vector<Tensor>> HtpExecutor::execute(std::span<const Tensor> inputs,
   for (uint32_t id : g.inputs) f.values[id] = Tensor();
   for (uint32_t id : g.outputs) f.values[id] = Tensor();
   return outs;
-}
-
-std::string profile_to_chrome_trace(std::span<const GraphProfile> profiles) {
-  nlohmann::ordered_json events = nlohmann::ordered_json::array();
-  int64_t base = 0;
-  for (size_t i = 0; i < profiles.size(); ++i) {
-    const GraphProfile& p = profiles[i];
-    events.push_back({{"name", p.graph}, {"cat", "graph"}, {"ph", "X"}, {"pid", 1}, {"tid", 1},
-                      {"ts", base / 1000.0}, {"dur", p.total_ns / 1000.0}, {"args", {{"run", i}}}});
-    for (const OpTime& op : p.ops) {
-      events.push_back({{"name", op.name}, {"cat", op.type}, {"ph", "X"}, {"pid", 1}, {"tid", 2},
-                        {"ts", (base + op.start_ns) / 1000.0}, {"dur", op.duration_ns / 1000.0},
-                        {"args", {{"type", op.type}, {"debug_handle", op.debug_handle}}}});
-    }
-    base += p.total_ns + 1000;
-  }
-  nlohmann::ordered_json trace;
-  trace["traceEvents"] = std::move(events);
-  trace["displayTimeUnit"] = "ns";
-  return trace.dump(1) + "\n";
 }
 
 // ---- the runtime backend
