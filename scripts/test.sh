@@ -22,6 +22,7 @@ if [[ -z ${KILN_SKIP_SANITIZE:-} ]]; then
   # allocator_may_return_null: an impossible allocation returns null, as it does without ASan, so
   # the tests of kiln's checked allocations see what users see.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    LSAN_OPTIONS=suppressions=$PWD/tests/lsan_suppressions.txt \
     ctest --test-dir build/sanitize --output-on-failure -j "$jobs" -L unit --timeout 900 >build/sanitize/ctest.log 2>&1 ||
     { grep -v "Passed" build/sanitize/ctest.log; exit 1; }
   grep -E "tests passed|Total Test time" build/sanitize/ctest.log

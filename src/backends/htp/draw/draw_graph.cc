@@ -200,10 +200,17 @@ class Drawing {
 // cgraph takes char* for names and values it copies.
 char* mut(const std::string& s) { return const_cast<char*>(s.c_str()); }
 
-// gvContext loads the layout and render plugins once; Graphviz is not thread-safe.
+// Graphviz is not thread-safe: one drawing at a time.
 std::mutex& graphviz_mutex() {
   static std::mutex m;
   return m;
+}
+
+// One context for the process, never freed: Graphviz 2.42's pango plugin keeps a pointer to the
+// last font name of the context that measured text, and a second context would read it freed.
+GVC_t* graphviz_context() {
+  static GVC_t* gvc = gvContext();
+  return gvc;
 }
 
 }  // namespace
@@ -216,7 +223,7 @@ Result<std::string> graph_to_svg(const ExportedProgram& program, std::string_vie
   KILN_RETURN_IF_ERROR(d.build(options.max_nodes));
 
   std::lock_guard lock(graphviz_mutex());
-  std::unique_ptr<GVC_t, int (*)(GVC_t*)> gvc(gvContext(), gvFreeContext);
+  GVC_t* gvc = graphviz_context();
   if (gvc == nullptr) return internal_error("draw_graph: Graphviz did not start (gvContext)");
   const std::string name(title.empty() ? "graph" : title);
   std::unique_ptr<Agraph_t, int (*)(Agraph_t*)> g(agopen(mut(name), Agdirected, nullptr), agclose);
@@ -254,15 +261,15 @@ Result<std::string> graph_to_svg(const ExportedProgram& program, std::string_vie
   }
   for (const auto& [a, b] : d.edges()) agedge(g.get(), nodes[static_cast<size_t>(a)], nodes[static_cast<size_t>(b)], nullptr, 1);
 
-  if (gvLayout(gvc.get(), g.get(), "dot") != 0) {
+  if (gvLayout(gvc, g.get(), "dot") != 0) {
     return internal_error("draw_graph: Graphviz could not lay out the graph (dot plugin missing? run `dot -c`)");
   }
   char* data = nullptr;
   unsigned int length = 0;
-  int rc = gvRenderData(gvc.get(), g.get(), "svg", &data, &length);
+  int rc = gvRenderData(gvc, g.get(), "svg", &data, &length);
   std::string svg = rc == 0 && data != nullptr ? std::string(data, length) : std::string();
   if (data != nullptr) gvFreeRenderData(data);
-  gvFreeLayout(gvc.get(), g.get());
+  gvFreeLayout(gvc, g.get());
   if (svg.empty()) return internal_error("draw_graph: Graphviz could not render SVG");
   return svg;
 }
