@@ -20,3 +20,24 @@ if ! ninja -C "$dir" "$@" >"$dir/ninja.log" 2>&1; then
   echo "build ($kind) failed; full log: $dir/ninja.log" >&2
   exit 1
 fi
+
+# The release build's Python package becomes importable by Debian's python3 (`import kiln`): a
+# kiln.pth in its site-packages (the user site when that is not writable) names the build's
+# python/ folder. The last release build made wins.
+if [[ $kind == release && -d $dir/python/kiln ]]; then
+  /usr/bin/python3 - "$PWD/$dir/python" <<'PY'
+import os, site, sys
+target = sys.argv[1]
+for folder in site.getsitepackages()[:1] + [site.getusersitepackages()]:
+    pth = os.path.join(folder, "kiln.pth")
+    try:
+        if os.path.exists(pth) and open(pth).read().strip() == target:
+            break
+        os.makedirs(folder, exist_ok=True)
+        with open(pth, "w") as f:
+            f.write(target + "\n")
+        break
+    except OSError:
+        continue
+PY
+fi

@@ -209,26 +209,9 @@ TEST(HtpMultiGraph, PrefillAndDecodeShareOneContextAndItsWeights) {
   // reads it.
   std::vector<Tensor> pin = {random_tensor({1, 32, 16}, 21), random_tensor({1, 8, 16}, 22), random_tensor({1, 8, 16}, 23)};
   std::vector<Tensor> din = {random_tensor({1, 1, 16}, 24), pin[1], pin[2]};
-  auto run = [&](const std::string& method, std::span<const Tensor> in) {
-    auto storage = std::make_shared<HeapStorage>(image->size);
-    size_t at = 0;
-    for (std::string_view c : image->chunks) {
-      std::memcpy(storage->mutable_data() + at, c.data(), c.size());
-      at += c.size();
-    }
-    auto program = runtime::Program::load_buffer(std::span<const uint8_t>(storage->mutable_data(), image->size), storage);
-    EXPECT_TRUE(program.ok()) << program.status().message();
-    runtime::BackendRegistry backends;
-    EXPECT_TRUE(backends.add(make_htp_runtime_backend()).ok());
-    auto m = (*program)->load_method(method, backends, {});
-    EXPECT_TRUE(m.ok()) << m.status().message();
-    auto out = (*m)->execute(in);
-    EXPECT_TRUE(out.ok()) << out.status().message();
-    return out.ok() ? *out : std::vector<Tensor>{};
-  };
   for (auto [program, in, method] : {std::tuple{&prefill, pin, "prefill"}, std::tuple{&decode, din, "decode"}}) {
     std::vector<Tensor> want = interpret(*program, in);
-    std::vector<Tensor> got = run(method, in);
+    std::vector<Tensor> got = run_image(*image, method, in);
     ASSERT_EQ(got.size(), want.size()) << method;
     for (size_t i = 0; i < got.size(); ++i) {
       ASSERT_EQ(got[i].shape(), want[i].shape());

@@ -54,6 +54,16 @@ double rel_error(const Tensor& got, const Tensor& want) {
   return std::sqrt(num / den);
 }
 
+// The lowered program's output on a sample is within 5% (relative L2) of the float model's.
+void expect_close_to_float(ExportedProgram& float_program, ExportedProgram& lowered) {
+  auto samples = two_input_samples(1);
+  std::vector<Tensor> in = {samples[0].inputs["input_1"], samples[0].inputs["input_2"]};
+  std::vector<Tensor> want = interpret(float_program, in);
+  std::vector<Tensor> got = run_program(lowered, in);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_LT(rel_error(got[0], want[0]), 0.05);
+}
+
 TEST(HtpSkipAnnotation, ByNameKeepsTheNodeAndItsParametersInFloatOnTheCpu) {
   ExportedProgram p = two_convs();
   auto r = skip(p, {"conv2d_1"}, {}, true);
@@ -74,13 +84,7 @@ TEST(HtpSkipAnnotation, ByNameKeepsTheNodeAndItsParametersInFloatOnTheCpu) {
     EXPECT_EQ(conv->input(i)->spec().dtype, DType::kF32) << "input " << i << " of conv2d_1";
     if (i > 0) EXPECT_FALSE(conv->input(i)->is_call(OpId::kDequantizePerTensor)) << "input " << i;
   }
-  // Numbers: close to the float model.
-  auto samples = two_input_samples(1);
-  std::vector<Tensor> in = {samples[0].inputs["input_1"], samples[0].inputs["input_2"]};
-  std::vector<Tensor> want = interpret(p, in);
-  std::vector<Tensor> got = run_program(r->program, in);
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_LT(rel_error(got[0], want[0]), 0.05);
+  expect_close_to_float(p, r->program);
 }
 
 TEST(HtpSkipAnnotation, ByOpSkipsEveryNodeOfTheOp) {
@@ -132,12 +136,7 @@ TEST(HtpSkipAnnotation, WithoutCpuFallbackTheSkippedNodesRunInFp16OnTheHtp) {
     const Node* n = r->program.graph().find(name);
     EXPECT_TRUE(n->is_call(OpId::kQuantizePerTensor) || n->is_call(OpId::kDequantizePerTensor)) << name;
   }
-  auto samples = two_input_samples(1);
-  std::vector<Tensor> in = {samples[0].inputs["input_1"], samples[0].inputs["input_2"]};
-  std::vector<Tensor> want = interpret(p, in);
-  std::vector<Tensor> got = run_program(r->program, in);
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_LT(rel_error(got[0], want[0]), 0.05);
+  expect_close_to_float(p, r->program);
 }
 
 TEST(HtpSkipAnnotation, Fp16OnAV68SocIsAWarningAndTheCpuKeepsTheSkippedNodes) {

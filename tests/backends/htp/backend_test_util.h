@@ -132,27 +132,33 @@ inline std::vector<CompileSpec> specs(bool fp16, bool online = false, QcomChipse
   return to_compile_specs<CompileSpec>(*s);
 }
 
+// Runs `method` of a program file image in memory on the runtime (HTP backend registered).
+inline std::vector<Tensor> run_image(const ProgramImage& image, const std::string& method, std::span<const Tensor> in) {
+  auto storage = std::make_shared<HeapStorage>(image.size);
+  size_t at = 0;
+  for (std::string_view c : image.chunks) {
+    std::memcpy(storage->mutable_data() + at, c.data(), c.size());
+    at += c.size();
+  }
+  auto program = runtime::Program::load_buffer(std::span<const uint8_t>(storage->mutable_data(), image.size), storage);
+  EXPECT_TRUE(program.ok()) << program.status().message();
+  if (!program.ok()) return {};
+  runtime::BackendRegistry backends;
+  EXPECT_TRUE(backends.add(make_htp_runtime_backend()).ok());
+  auto m = (*program)->load_method(method, backends, {});
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  if (!m.ok()) return {};
+  auto out = (*m)->execute(in);
+  EXPECT_TRUE(out.ok()) << out.status().message();
+  return out.ok() ? *out : std::vector<Tensor>{};
+}
+
 // Writes `p` (lowered) as a program file in memory and runs method "forward" on the runtime.
 inline std::vector<Tensor> run_program(ExportedProgram& p, std::span<const Tensor> in) {
   MethodToSerialize m{"forward", &p};
   auto image = serialize_program(std::span(&m, 1));
   EXPECT_TRUE(image.ok()) << image.status().message();
-  auto storage = std::make_shared<HeapStorage>(image->size);
-  size_t at = 0;
-  for (std::string_view c : image->chunks) {
-    std::memcpy(storage->mutable_data() + at, c.data(), c.size());
-    at += c.size();
-  }
-  auto program = runtime::Program::load_buffer(std::span<const uint8_t>(storage->mutable_data(), image->size), storage);
-  EXPECT_TRUE(program.ok()) << program.status().message();
-  runtime::BackendRegistry backends;
-  EXPECT_TRUE(backends.add(make_htp_runtime_backend()).ok());
-  auto method = (*program)->load_method("forward", backends, {});
-  EXPECT_TRUE(method.ok()) << method.status().message();
-  if (!method.ok()) return {};
-  auto out = (*method)->execute(in);
-  EXPECT_TRUE(out.ok()) << out.status().message();
-  return out.ok() ? *out : std::vector<Tensor>{};
+  return image.ok() ? run_image(*image, "forward", in) : std::vector<Tensor>{};
 }
 
 // Lowers `p` to the HTP (everything it takes), writes a program file in memory and runs it.
