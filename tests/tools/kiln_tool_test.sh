@@ -470,7 +470,7 @@ contains "emit-context without htp message" "$err" "no HTP partition"
 expect 0 "mixed precision partition" -- "$kiln" partition "$src/examples/tinynet.onnx" --backend htp --quant 8a8w --calib "$calib" --dim batch=1..1 --fp-op softmax --report
 contains "mixed keeps softmax in float" "$out" "(fp_node_op_set has 'softmax')"
 contains "mixed quantized delegate" "$out" "lowered_module_0   htp      quantized"
-contains "mixed softmax on the cpu" "$out" "nodes delegated: 62 / 63"
+contains "mixed softmax on the cpu" "$out" "nodes delegated: 64 / 65"
 contains "mixed groups" "$err" "annotated_group_0: quantized, 18 node(s) -> lowered_module_0"
 expect 0 "mixed precision fp16 partition" -- "$kiln" partition "$src/examples/tinynet.onnx" --backend htp --quant 8a8w --calib "$calib" --dim batch=1..1 --fp-op softmax --fp16-fallback --report
 contains "mixed fp16 delegate" "$out" "lowered_module_1   htp      fp16           1 node(s)  softmax"
@@ -481,6 +481,16 @@ import sys, numpy as np
 w = sys.argv[1]
 got, want = np.load(f"{w}/mixed_out/probs.npy"), np.load(f"{w}/hfi/probs.npy")
 assert np.abs(got - want).max() < 5e-3, np.abs(got - want).max()
+PY
+# A skipped relu whose value two quantized groups read (the stem's relu feeds a conv and a cat):
+# each group reads the codes, not a float another delegate dequantized.
+expect 0 "mixed precision shared skipped value" -- "$kiln" compile "$src/examples/tinynet.onnx" --backend htp --quant 8a8w --calib "$calib" --dim batch=1..1 --fp-op relu --fp16-fallback -o "$work/mixed_relu.kpte"
+expect 0 "mixed precision shared skipped value run" -- "$kiln" run "$work/mixed_relu.kpte" --inputs "$calib/00.npz" --output-dir "$work/mixed_relu_out"
+/usr/bin/python3 - "$work" <<'PY' || { echo "FAIL: mixed precision (relu skipped) outputs against the float model"; failures=$((failures + 1)); }
+import sys, numpy as np
+w = sys.argv[1]
+got, want = np.load(f"{w}/mixed_relu_out/probs.npy"), np.load(f"{w}/hfi/probs.npy")
+assert np.abs(got - want).max() < 2e-2, np.abs(got - want).max()
 PY
 expect 0 "mixed precision on a V68 SoC" -- "$kiln" partition "$src/examples/tinynet.onnx" --backend htp --quant 8a8w --calib "$calib" --dim batch=1..1 --fp-op softmax --fp16-fallback --soc SM8350
 contains "mixed precision V68 warning" "$err" "the skipped operators fall back to the CPU"

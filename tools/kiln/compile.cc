@@ -126,12 +126,25 @@ Result<std::vector<CompileSpec>> htp_compile_specs(const CompileArgs& args, cons
 
 namespace {
 
+// Counted over the lowered program (after the passes that prepare it for a backend): the
+// delegates' calls, and those calls plus what is left on the CPU.
+void count_delegation(CompiledMethod& cm) {
+  cm.partitions = cm.program.lowered_modules().size();
+  cm.nodes_delegated = 0;
+  for (const LoweredModule& lm : cm.program.lowered_modules()) {
+    if (lm.original_module == nullptr) continue;
+    for (const Node* n : lm.original_module->graph().nodes()) cm.nodes_delegated += n->op() == OpKind::kCallFunction;
+  }
+  cm.nodes_total = cm.nodes_delegated;
+  for (const Node* n : cm.program.graph().nodes()) {
+    bool delegate_io = n->is_call(OpId::kCallDelegate) || (n->is_call(OpId::kGetitem) && n->input(0)->is_call(OpId::kCallDelegate));
+    cm.nodes_total += n->op() == OpKind::kCallFunction && !delegate_io;
+  }
+}
+
 Status lower_method(CompiledMethod& cm, const CompileArgs& args,
                     const std::vector<std::string>& dim_texts, const BackendRegistry& registry,
                     std::ostream& log) {
-  if (!cm.htp_lowered) {
-    for (const Node* n : cm.program.graph().nodes()) cm.nodes_total += n->op() == OpKind::kCallFunction;
-  }
   for (const std::string& backend : args.backends) {
     if (auto b = registry.get(backend); !b.ok()) return b.status().with_context("--backend");
     if (backend == htp::kBackendId && cm.htp_lowered) continue;
@@ -171,11 +184,10 @@ Status lower_method(CompiledMethod& cm, const CompileArgs& args,
         [&log](std::string_view line) { log << "kiln: warning: " << line << '\n'; });
     auto report = to_backend(cm.program, partitioner, registry);
     if (!report.ok()) return report.status().with_context(fmt::format("{} (method '{}')", cm.model, cm.name));
-    cm.partitions += report->partitions;
-    cm.nodes_delegated += report->nodes_delegated;
     cm.constants_duplicated += report->constants_duplicated;
     cm.duplicated_bytes += report->duplicated_bytes;
   }
+  count_delegation(cm);
   return Status::Ok();
 }
 
@@ -240,16 +252,7 @@ Status quantize_mixed(CompiledMethod& cm, const CompileArgs& args, const std::ve
   }
   cm.program = std::move(r->program);
   cm.htp_lowered = true;
-  // Counted over the quantized program: the delegates' calls and what is left on the CPU.
-  for (const LoweredModule& lm : cm.program.lowered_modules()) {
-    ++cm.partitions;
-    for (const Node* n : lm.original_module->graph().nodes()) cm.nodes_delegated += n->op() == OpKind::kCallFunction;
-  }
-  cm.nodes_total = cm.nodes_delegated;
-  for (const Node* n : cm.program.graph().nodes()) {
-    bool delegate_io = n->is_call(OpId::kCallDelegate) || (n->is_call(OpId::kGetitem) && n->input(0)->is_call(OpId::kCallDelegate));
-    cm.nodes_total += n->op() == OpKind::kCallFunction && !delegate_io;
-  }
+  count_delegation(cm);
   return Status::Ok();
 }
 

@@ -59,6 +59,7 @@ Status recompose_for_partition(ExportedProgram& program) {
   pm.add("ConvertToLinear", convert_to_linear);
   pm.add("ConvertPReLU", convert_prelu);
   pm.add("ConvertBmmToMatmul", convert_bmm_to_matmul);
+  pm.add("SplitSharedDequantize", split_shared_dequantize);
   Result<bool> ran = pm.run(program);
   return ran.ok() ? Status::Ok() : ran.status();
 }

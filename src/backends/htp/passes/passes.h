@@ -54,6 +54,11 @@ Result<bool> convert_prelu(ExportedProgram& program);
 /// decomposition recomposed). Guarantees: same outputs.
 Result<bool> convert_bmm_to_matmul(ExportedProgram& program);
 
+/// A dequantize read by several calls becomes one dequantize per call, so that the partitioner
+/// can place each with its reader: a partition then reads codes at its boundary, never the
+/// dequantized float of another partition. Not part of capture_program. Guarantees: same outputs.
+Result<bool> split_shared_dequantize(ExportedProgram& program);
+
 /// upsample_nearest2d / upsample_bilinear2d given `scales` get the `output_size` the scales
 /// give, where input size times scale is a whole number (the sampling is then identical).
 /// Guarantees: same outputs.
