@@ -6,12 +6,14 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 
 #include "kiln/core/status.h"
 #include "kiln/core/tensor.h"
 #include "kiln/ir/exported_program.h"
+#include "kiln/serialize/program_writer.h"
 
 namespace kiln::python {
 
@@ -48,6 +50,15 @@ Tensor to_tensor(const py::array& array, const std::string& what);
 /// A numpy array that owns `tensor`'s storage (no copy unless the storage is a caller's array).
 py::array to_numpy(const Tensor& tensor);
 
+inline py::bytes as_bytes(std::span<const uint8_t> v) {
+  return py::bytes(reinterpret_cast<const char*>(v.data()), v.size());
+}
+
+inline std::vector<uint8_t> from_bytes(const py::bytes& b) {
+  std::string_view s = b;
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
+
 /// The program object Python holds: shared, so lowered modules and runtimes can keep it alive.
 using ProgramPtr = std::shared_ptr<ExportedProgram>;
 
@@ -55,5 +66,21 @@ void bind_program(py::module_& m);
 void bind_runtime(py::module_& m);
 void bind_htp(py::module_& m);
 void bind_lower(py::module_& m);
+void bind_quant(py::module_& m);
+void bind_programs(py::module_& m);
+
+/// Program files: several programs as the methods of one file. `dims` maps each symbolic dim to
+/// the range it is planned for ({'batch': 8} or {'batch': (1, 8)}). The GIL is released while
+/// the file is serialized.
+using NamedPrograms = std::vector<std::pair<std::string, ProgramPtr>>;
+std::vector<uint8_t> serialize_methods(const NamedPrograms& methods, const py::dict& dims);
+void write_methods(const std::string& path, const NamedPrograms& methods, const py::dict& dims);
+
+/// A view of a node of a program that keeps the program alive (kiln.Node).
+struct NodeRef {
+  ProgramPtr program;
+  Node* node;
+};
+py::object node_ref(const ProgramPtr& program, Node* node);
 
 }  // namespace kiln::python

@@ -1,41 +1,16 @@
 // The Qualcomm half (seed 002, backends/qualcomm/utils/utils.py): the enums and option structs of
-// qc_schema under their ExecuTorch names, the spec generators, the SoC maps, and lowering with
-// the HTP or demo partitioner.
+// qc_schema under their ExecuTorch names, the spec generators and the SoC maps.
 #include <fmt/format.h>
 
 #include <optional>
 #include <set>
 
 #include "common.h"
-#include "kiln/backends/demo/demo_backend.h"
 #include "kiln/backends/htp/capture.h"
 #include "kiln/backends/htp/htp_backend.h"
 #include "kiln/backends/htp/options.h"
-#include "kiln/lower/to_backend.h"
-#include "kiln/partition/capability_partitioner.h"
 
 namespace kiln::python {
-namespace {
-
-py::bytes as_bytes(const std::vector<uint8_t>& v) {
-  return py::bytes(reinterpret_cast<const char*>(v.data()), v.size());
-}
-
-std::vector<uint8_t> from_bytes(const py::bytes& b) {
-  std::string s = b;
-  return std::vector<uint8_t>(s.begin(), s.end());
-}
-
-// A partitioner as Python holds it: what to build the C++ one from at to_backend time.
-struct PartitionerSpec {
-  std::string backend_id;
-  std::vector<CompileSpec> compile_specs;
-  htp::SupportOptions skip;
-  CapabilityOptions options;
-};
-
-}  // namespace
-
 void bind_htp(py::module_& m) {
   py::enum_<htp::QcomChipset>(m, "QcomChipset", "Snapdragon SoCs by Qualcomm chipset id (the SoC table).")
       .value("UNKNOWN_SM", htp::QcomChipset::kUnknown)
@@ -181,51 +156,6 @@ void bind_htp(py::module_& m) {
       "online_prepare with use_multi_contexts is an error, multiple_graphs turns weight sharing on.");
   m.def("get_soc_to_arch_map", &htp::get_soc_to_arch_map, "ExecuTorch's SoC name -> HtpArch map.");
   m.def("get_soc_to_chipset_map", &htp::get_soc_to_chipset_map, "ExecuTorch's SoC name -> QcomChipset map.");
-
-  py::class_<PartitionerSpec>(m, "Partitioner", "A capability-based partitioner for one backend (see HtpPartitioner).")
-      .def_property_readonly("backend_id", [](const PartitionerSpec& p) { return p.backend_id; })
-      .def_property_readonly("compiler_specs", [](const PartitionerSpec& p) { return p.compile_specs; });
-  m.def(
-      "QnnPartitioner",
-      [](const std::vector<CompileSpec>& compiler_specs, std::optional<std::set<std::string>> skip_node_id_set,
-         std::optional<std::set<std::string>> skip_node_op_set) {
-        unwrap(htp::options_from_specs(compiler_specs));  // a bad spec fails here, not at lowering
-        PartitionerSpec p;
-        p.backend_id = std::string(htp::kBackendId);
-        p.compile_specs = compiler_specs;
-        if (skip_node_id_set) p.skip.skip_node_names = *skip_node_id_set;
-        if (skip_node_op_set) p.skip.skip_ops = *skip_node_op_set;
-        p.options.quantized_clusters = false;
-        return p;
-      },
-      py::arg("compiler_specs"), py::arg("skip_node_id_set") = py::none(), py::arg("skip_node_op_set") = py::none(),
-      "The HTP partitioner (ExecuTorch's QnnPartitioner): what the HTP supports for the specs'\n"
-      "precision and SoC, minus the nodes and ops to skip.");
-  m.def(
-      "to_backend",
-      [](const ProgramPtr& program, const PartitionerSpec& spec) {
-        auto out = std::make_shared<ExportedProgram>(program->clone());
-        Status s;
-        {
-          py::gil_scoped_release nogil;
-          s = [&]() -> Status {
-            BackendRegistry registry;
-            KILN_RETURN_IF_ERROR(htp::register_htp_backend(registry));
-            KILN_RETURN_IF_ERROR(demo::register_demo_backend(registry));
-            KILN_ASSIGN_OR_RETURN(htp::Options options, htp::options_from_specs(spec.compile_specs));
-            if (spec.backend_id == htp::kBackendId) KILN_RETURN_IF_ERROR(htp::recompose_for_partition(*out));
-            CapabilityPartitioner partitioner(spec.backend_id, spec.compile_specs,
-                                              htp::htp_operator_support(options, spec.skip), spec.options);
-            auto report = to_backend(*out, partitioner, registry);
-            return report.ok() ? Status::Ok() : report.status();
-          }();
-        }
-        check(s);
-        return out;
-      },
-      py::arg("program"), py::arg("partitioner"),
-      "Lowers what the partitioner takes of `program` into delegates; returns the lowered program\n"
-      "(the given one is left as it was).");
 }
 
 }  // namespace kiln::python

@@ -13,5 +13,7 @@ PYBIND11_MODULE(_kiln, m) {
   bind_runtime(m);
   bind_htp(m);
   bind_lower(m);
+  bind_quant(m);
+  bind_programs(m);
   m.def("_load_program", &load_program, py::arg("path"), py::arg("dims") = std::map<std::string, int64_t>{});
 }

@@ -2,12 +2,12 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <optional>
 
 #include "common.h"
 #include "kiln/core/file.h"
 #include "kiln/ir/kir.h"
 #include "kiln/onnx/import.h"
-#include "kiln/serialize/program_writer.h"
 
 namespace kiln::python {
 namespace {
@@ -17,12 +17,6 @@ bool has_suffix(const std::string& path, std::string_view suffix) {
   for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return ext == suffix;
 }
-
-// A node of a program; keeps the program alive.
-struct NodeRef {
-  ProgramPtr program;
-  Node* node;
-};
 
 std::string spec_text(const Node& n) {
   std::string out;
@@ -66,6 +60,58 @@ ProgramPtr load_program(const std::string& path, const std::map<std::string, int
   return std::make_shared<ExportedProgram>(std::move(r).value());
 }
 
+namespace {
+
+SerializeOptions serialize_options(const py::dict& dims) {
+  SerializeOptions options;
+  for (auto [key, value] : dims) {
+    std::string name = py::str(key).cast<std::string>();
+    DimRange range;
+    if (py::isinstance<py::int_>(value)) {
+      range.min = range.max = value.cast<int64_t>();
+    } else {
+      auto pair = value.cast<std::pair<int64_t, int64_t>>();
+      range.min = pair.first;
+      range.max = pair.second;
+    }
+    if (range.min < 1 || range.max < range.min) {
+      throw py::value_error(fmt::format("dims['{}']: ({}, {}) is not a range 1 <= min <= max", name, range.min, range.max));
+    }
+    options.dims[name] = range;
+  }
+  return options;
+}
+
+std::vector<MethodToSerialize> method_list(const NamedPrograms& methods) {
+  std::vector<MethodToSerialize> list;
+  for (const auto& [name, p] : methods) list.push_back(MethodToSerialize{name, p.get()});
+  return list;
+}
+
+}  // namespace
+
+std::vector<uint8_t> serialize_methods(const NamedPrograms& methods, const py::dict& dims) {
+  SerializeOptions options = serialize_options(dims);
+  std::vector<MethodToSerialize> list = method_list(methods);
+  Result<ProgramImage> image = [&] {
+    py::gil_scoped_release nogil;
+    return serialize_program(list, options);
+  }();
+  return unwrap(std::move(image)).bytes();
+}
+
+void write_methods(const std::string& path, const NamedPrograms& methods, const py::dict& dims) {
+  SerializeOptions options = serialize_options(dims);
+  std::vector<MethodToSerialize> list = method_list(methods);
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    auto image = serialize_program(list, options);
+    s = image.ok() ? write_program(path, *image) : image.status();
+  }
+  check(s);
+}
+
 void bind_program(py::module_& m) {
   py::class_<NodeRef>(m, "Node", "A node of a program's graph (read-only view; keeps the program alive).")
       .def_property_readonly("name", [](const NodeRef& r) { return r.node->name(); }, "The node's name.")
@@ -91,6 +137,13 @@ void bind_program(py::module_& m) {
                              "Names of the nodes that read it.")
       .def_property_readonly("delegation_tag", [](const NodeRef& r) { return std::string(r.node->meta.delegation_tag.str()); },
                              "The partition tag a partitioner set (empty when untagged).")
+      .def_property_readonly(
+          "debug_handle",
+          [](const NodeRef& r) -> std::optional<int64_t> {
+            if (r.node->meta.debug_handle < 0) return std::nullopt;
+            return r.node->meta.debug_handle;
+          },
+          "The node's debug handle (what delegate debug maps name), or None.")
       .def("__repr__", [](const NodeRef& r) {
         return fmt::format("<kiln.Node {} = {}[{}] {}>", r.node->name(), op_kind_name(r.node->op()), r.node->target_name(),
                            spec_text(*r.node));
@@ -164,7 +217,7 @@ void bind_program(py::module_& m) {
            "A deep copy (constants shared copy-on-write).")
       .def(
           "save",
-          [](const ProgramPtr& p, const std::string& path, const std::string& method) {
+          [](const ProgramPtr& p, const std::string& path, const std::string& method, const py::dict& dims) {
             if (has_suffix(path, ".kir")) {
               std::string text = print_kir(*p);
               py::gil_scoped_release nogil;
@@ -174,18 +227,11 @@ void bind_program(py::module_& m) {
               return;
             }
             if (!has_suffix(path, ".kpte")) throw py::value_error(fmt::format("save: '{}' is neither .kir nor .kpte", path));
-            Status s;
-            {
-              py::gil_scoped_release nogil;
-              MethodToSerialize m{method, p.get()};
-              auto image = serialize_program(std::span(&m, 1));
-              s = image.ok() ? write_program(path, *image) : image.status();
-            }
-            check(s);
+            write_methods(path, {{method, p}}, dims);
           },
-          py::arg("path"), py::arg("method") = "forward",
+          py::arg("path"), py::arg("method") = "forward", py::arg("dims") = py::dict(),
           "Writes the program: .kir text, or a .kpte program file with one method (`method`) that\n"
-          "kiln.Runtime.load and `kiln run` load.");
+          "kiln.Runtime.load and `kiln run` load. `dims` plans symbolic dims: {'batch': (1, 8)}.");
 
   m.def(
       "from_onnx",

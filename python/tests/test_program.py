@@ -71,3 +71,16 @@ def test_from_torch_matches_torch_eager():
     assert [i["name"] for i in p.inputs] == ["x"] and [o["name"] for o in p.outputs] == ["logits"]
     with pytest.raises(TypeError, match="torch.nn.Module"):
         kiln.from_torch(lambda t: t, (x,))
+
+
+def test_every_public_name_has_a_docstring_and_a_stub():
+    import ast
+    import pathlib
+
+    stub = ast.parse((pathlib.Path(kiln.__file__).parent / "__init__.pyi").read_text())
+    stubbed = {n.name for n in stub.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    stubbed |= {t.id for n in stub.body if isinstance(n, ast.AnnAssign) for t in [n.target]}
+    missing_doc = [name for name in kiln.__all__ if not (getattr(kiln, name).__doc__ or "").strip()
+                   and not isinstance(getattr(kiln, name), str)]
+    assert missing_doc == []
+    assert sorted(set(kiln.__all__) - stubbed) == []
