@@ -69,6 +69,9 @@ void bind_lower(py::module_& m);
 void bind_quant(py::module_& m);
 void bind_programs(py::module_& m);
 
+/// Issues `text` as a Python UserWarning, `stacklevel` frames up.
+void warn(const std::string& text, int stacklevel);
+
 /// Program files: several programs as the methods of one file. `dims` maps each symbolic dim to
 /// the range it is planned for ({'batch': 8} or {'batch': (1, 8)}). The GIL is released while
 /// the file is serialized.

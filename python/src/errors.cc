@@ -44,6 +44,10 @@ void raise(const Status& status) {
   throw py::error_already_set();
 }
 
+void warn(const std::string& text, int stacklevel) {
+  py::module_::import("warnings").attr("warn")(text, py::module_::import("builtins").attr("UserWarning"), stacklevel);
+}
+
 void bind_errors(py::module_& m) {
   static py::exception<std::exception> base(m, "Error", PyExc_Exception);
   base.doc() = "Base class of every error kiln raises; the message is kiln's own.";

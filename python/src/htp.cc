@@ -143,8 +143,7 @@ void bind_htp(py::module_& m) {
         args.graph_name = std::move(graph_name);
         std::vector<std::string> warnings;
         auto specs = unwrap(htp::generate_qnn_executorch_compiler_spec(soc_model, backend_options, args, &warnings));
-        py::module_ w = py::module_::import("warnings");
-        for (const std::string& text : warnings) w.attr("warn")(text, py::module_::import("builtins").attr("UserWarning"), 2);
+        for (const std::string& text : warnings) warn(text, 2);
         return htp::to_compile_specs<CompileSpec>(specs);
       },
       py::arg("soc_model"), py::arg("backend_options"), py::arg("debug") = false, py::arg("saver") = false,

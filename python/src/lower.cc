@@ -193,19 +193,28 @@ void bind_lower(py::module_& m) {
             DelegateMappingEntry e;
             if (!nodes.is_none()) {
               std::vector<const Node*> list;
+              auto node_of = [](py::handle h) {
+                if (!py::isinstance<NodeRef>(h)) throw py::type_error("nodes: expected a kiln.Node or a list of them");
+                return h.cast<NodeRef&>().node;
+              };
               if (py::isinstance<NodeRef>(nodes)) {
-                list.push_back(nodes.cast<NodeRef&>().node);
+                list.push_back(node_of(nodes));
               } else {
-                for (py::handle h : nodes) list.push_back(h.cast<NodeRef&>().node);
+                for (py::handle h : nodes) list.push_back(node_of(h));
               }
               e.nodes = std::move(list);
             }
             if (!handles.is_none()) {
               std::vector<std::optional<int64_t>> list;
+              auto handle_of = [](py::handle h) -> std::optional<int64_t> {
+                if (h.is_none()) return std::nullopt;
+                if (!py::isinstance<py::int_>(h)) throw py::type_error("handles: expected an int or a list of ints / None");
+                return h.cast<int64_t>();
+              };
               if (py::isinstance<py::int_>(handles)) {
-                list.push_back(handles.cast<int64_t>());
+                list.push_back(handle_of(handles));
               } else {
-                for (py::handle h : handles) list.push_back(h.is_none() ? std::nullopt : std::optional(h.cast<int64_t>()));
+                for (py::handle h : handles) list.push_back(handle_of(h));
               }
               e.handles = std::move(list);
             }

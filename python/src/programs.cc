@@ -331,10 +331,7 @@ void bind_programs(py::module_& m) {
         }();
         pending.rethrow();
         htp::SkipAnnotationResult result = unwrap(std::move(r));
-        py::module_ w = py::module_::import("warnings");
-        for (const std::string& text : result.warnings) {
-          w.attr("warn")(text, py::module_::import("builtins").attr("UserWarning"), 3);
-        }
+        for (const std::string& text : result.warnings) warn(text, 3);
         py::list groups;
         for (const htp::AnnotationGroup& g : result.groups) {
           py::dict d;

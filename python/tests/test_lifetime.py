@@ -93,3 +93,69 @@ def test_calls_release_the_gil(saved):
         t.join()
     np.testing.assert_array_equal(results[0][0], methods[0](feed(0))[0])
     np.testing.assert_array_equal(results[1][-1], methods[1](feed(1))[0])
+
+
+def test_prepared_and_quantized_outlive_their_inputs(tinynet):
+    program = kiln.load(tinynet, dims={"batch": 1})
+    prepared = kiln.prepare_pt2e(program, kiln.QnnQuantizer())
+    del program
+    gc.collect()
+    images = [feed(i) for i in range(3)]
+    for x in images:
+        prepared(x)
+    del images
+    gc.collect()
+    quantized = kiln.convert_pt2e(prepared)
+    del prepared
+    gc.collect()
+    assert any(n.target == "quantize_per_tensor" for n in quantized.nodes)
+
+
+def test_borrowed_prepared_model_and_callback_errors(tinynet):
+    program = kiln.load(tinynet, dims={"batch": 1})
+    specs = kiln.generate_qnn_executorch_compiler_spec(kiln.QcomChipset.SM8650,
+                                                       kiln.generate_htp_compiler_spec(use_fp16=False))
+    kept = []
+
+    def calibrate(prepared):
+        kept.append(prepared)
+        prepared(feed())
+
+    graph, _ = kiln.skip_annotation(program, kiln.QnnQuantizer(), kiln.QnnPartitioner(specs), calibration_cb=calibrate,
+                                    fp_node_op_set={"softmax"})
+    del program
+    gc.collect()
+    with pytest.raises(kiln.Error, match="gone"):
+        kept[0](feed())
+    assert "released" in repr(kept[0])
+
+    def raising(prepared):
+        raise KeyError("missing sample")
+    with pytest.raises(KeyError, match="missing sample"):
+        kiln.skip_annotation(kiln.load(tinynet, dims={"batch": 1}), kiln.QnnQuantizer(), kiln.QnnPartitioner(specs),
+                             calibration_cb=raising)
+    assert graph.lowered_modules
+
+
+def test_multi_graph_programs_outlive_the_result(tinynet, tmp_path):
+    backend = kiln.generate_htp_compiler_spec(use_fp16=True)
+    blobs = []
+    for name in ("a", "b"):
+        specs = kiln.generate_qnn_executorch_compiler_spec(kiln.QcomChipset.SM8650, backend, online_prepare=True,
+                                                           graph_name=name)
+        lowered = kiln.to_backend(kiln.load(tinynet, dims={"batch": 1}), kiln.QnnPartitioner(specs))
+        blobs.append(next(iter(kiln.get_delegated_payload(lowered).values()))["processed_bytes"])
+    specs = kiln.generate_qnn_executorch_compiler_spec(kiln.QcomChipset.SM8650, backend, multiple_graphs=True)
+    multi = kiln.generate_multi_graph_program(specs, blobs)
+    programs = multi.programs
+    buffer = multi.buffer
+    del multi, blobs
+    gc.collect()
+    runtime = kiln.Runtime.load(buffer)
+    del buffer
+    gc.collect()
+    a = runtime.method("a")(feed())[0]
+    b = runtime.method("b")(feed())[0]
+    np.testing.assert_array_equal(a, b)
+    kiln.save(str(tmp_path / "ab.kpte"), programs)
+    assert sorted(kiln.Runtime.load(str(tmp_path / "ab.kpte")).method_names) == ["a", "b"]

@@ -91,3 +91,7 @@ def test_delegate_mapping_builder(program):
         named.insert_delegate_mapping_entry(identifier="x")  # neither nodes nor handles
     with pytest.raises(TypeError):
         named.insert_delegate_mapping_entry(handles=[1], identifier=1.5)
+    with pytest.raises(TypeError, match="kiln.Node"):
+        named.insert_delegate_mapping_entry(nodes=["conv"], identifier="y")
+    with pytest.raises(TypeError, match="handles"):
+        named.insert_delegate_mapping_entry(handles=["3"], identifier="z")
