@@ -163,6 +163,22 @@ TEST(CapabilityPartitioner, SharedDequantizeMakesOneUnit) {
             "it belongs to a quantized cluster with node 'bad', which is not supported");
 }
 
+// Without clusters (a backend that takes codes at its boundaries), a dequantize read by one call
+// goes with that call, so a partition never reads another partition's dequantized float.
+TEST(CapabilityPartitioner, WithoutClustersADequantizeGoesWithItsReader) {
+  ProgramBuilder b;
+  Node* r = b.relu(b.input("x"), "r");
+  Node* q = b.q(r, "q");
+  Node* dq = b.dq(q, "dq");
+  Node* cpu = b.call(OpId::kGelu, {r}, "cpu");  // unsupported: `use` cannot join r's partition
+  Node* use = b.call(OpId::kAdd, {dq, cpu}, "use");
+  b.outputs({use});
+  CapabilityOptions opt;
+  opt.quantized_clusters = false;
+  auto support = supported_ops({OpId::kRelu, OpId::kAdd, OpId::kQuantizePerTensor, OpId::kDequantizePerTensor});
+  EXPECT_EQ(names(propose_partitions(b.ep, *support, opt)), (Names{{"r", "q"}, {"dq", "use"}}));
+}
+
 TEST(CapabilityPartitioner, GetitemFollowsItsTuple) {
   ProgramBuilder b;
   Node* x = b.input("x");

@@ -117,6 +117,20 @@ TEST(HtpPasses, ConvertLinearToConv2dRank2And3) {
   check_pass("linear_to_conv2d", p, linear_to_conv2d, true, 1e-5);
 }
 
+TEST(HtpPasses, SplitSharedDequantize) {
+  ExportedProgram p;
+  GraphBuilder b(p);
+  Node* x = b.input("x", f32({2, 3}));
+  const Kwargs q{{"scale", 0.02}, {"zero_point", 128}, {"quant_min", 0}, {"quant_max", 255}, {"dtype", DType::kU8}};
+  Node* codes = b.call(OpId::kQuantizePerTensor, {x}, q);
+  Node* dq = b.call(OpId::kDequantizePerTensor, {codes}, q);
+  Node* twice = b.add(dq, dq);  // one reader, two uses: keeps the original
+  Node* r = b.relu(dq);
+  Node* s = b.call(OpId::kSigmoid, {dq});
+  b.outputs({twice, r, s, dq});  // the output keeps reading the original too
+  check_pass("split_shared_dequantize", p, split_shared_dequantize);
+}
+
 TEST(HtpPasses, ConvertPReLU) {
   ExportedProgram p;
   GraphBuilder b(p);
