@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -49,6 +50,12 @@ Tensor to_tensor(const py::array& array, DType want, const std::string& what);
 Tensor to_tensor(const py::array& array, const std::string& what);
 /// A numpy array that owns `tensor`'s storage (no copy unless the storage is a caller's array).
 py::array to_numpy(const Tensor& tensor);
+
+/// Binds a call's positional and keyword arguments to `names` (in order): the array given for
+/// each name, or nullopt where none was. TypeError naming `who` and the argument for too many
+/// positional arguments, an unknown name, a name given twice, or a value that is not an array.
+std::vector<std::optional<py::array>> bind_arrays(const std::vector<std::string>& names, const py::args& args,
+                                                  const py::kwargs& kwargs, const std::string& who);
 
 inline py::bytes as_bytes(std::span<const uint8_t> v) {
   return py::bytes(reinterpret_cast<const char*>(v.data()), v.size());

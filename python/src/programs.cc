@@ -191,11 +191,11 @@ void bind_programs(py::module_& m) {
         const htp::CustomInfo* ci = info ? &*info : nullptr;
         Result<htp::ContextProgram> r = invalid_argument("unset");
         if (py::isinstance<py::bytes>(ctx_path) || py::isinstance<py::bytearray>(ctx_path)) {
-          std::vector<uint8_t> bytes = py::isinstance<py::bytes>(ctx_path)
-                                           ? from_bytes(ctx_path.cast<py::bytes>())
-                                           : from_bytes(py::bytes(std::string(py::bytearray(ctx_path))));
+          const std::string bytes = py::isinstance<py::bytes>(ctx_path) ? ctx_path.cast<std::string>()
+                                                                        : std::string(py::bytearray(ctx_path));
           py::gil_scoped_release nogil;
-          r = htp::from_context_binary(std::span<const uint8_t>(bytes), op_name, soc_model, ci);
+          r = htp::from_context_binary(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), op_name,
+                                       soc_model, ci);
         } else {
           std::string path = py::str(py::module_::import("os").attr("fspath")(ctx_path)).cast<std::string>();
           py::gil_scoped_release nogil;

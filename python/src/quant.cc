@@ -58,37 +58,19 @@ void set_default_quant_config(QnnQuantizer& q, QuantDtype dtype, bool is_qat, bo
       unwrap(quant::make_config(config_name(dtype), !is_conv_per_channel, observer, full_range_weights));
 }
 
-// One calibration sample from positional and named arrays, in the program's signature order.
+// One calibration sample from positional and named arrays (inputs not given are left out:
+// calibrate names them).
 quant::Sample make_sample(const ExportedProgram& p, const py::args& args, const py::kwargs& kwargs, int64_t index) {
+  const std::vector<std::string> names = p.user_input_names();
+  const std::vector<Node*> inputs = p.user_inputs();
+  std::vector<std::optional<py::array>> given = bind_arrays(names, args, kwargs, "the prepared model");
   quant::Sample sample;
   sample.source = fmt::format("call {}", index);
-  const std::vector<Node*> inputs = p.user_inputs();
-  std::vector<std::string> names;
-  for (const Node* n : inputs) {
-    const InputSpec* spec = p.input_spec(n);
-    names.push_back(spec != nullptr && !spec->name.empty() ? spec->name : n->name());
-  }
-  if (args.size() > names.size()) {
-    throw py::type_error(fmt::format("the prepared model takes {} input(s) ({}), {} given", names.size(),
-                                     fmt::join(names, ", "), args.size()));
-  }
-  auto add = [&](size_t i, const py::handle& value) {
-    py::array a = py::array::ensure(value);
-    if (!a) throw py::type_error(fmt::format("input '{}' is not an array", names[i]));
-    if (sample.inputs.count(names[i]) != 0) throw py::type_error(fmt::format("input '{}' given twice", names[i]));
-    const Node* n = inputs[i];
-    Tensor t = n->has_spec() ? to_tensor(a, n->spec().dtype, fmt::format("input '{}'", names[i]))
-                             : to_tensor(a, fmt::format("input '{}'", names[i]));
-    sample.inputs.emplace(names[i], std::move(t));
-  };
-  for (size_t i = 0; i < args.size(); ++i) add(i, args[i]);
-  for (auto [key, value] : kwargs) {
-    std::string name = py::str(key).cast<std::string>();
-    auto it = std::find(names.begin(), names.end(), name);
-    if (it == names.end()) {
-      throw py::type_error(fmt::format("the prepared model has no input '{}' (it has: {})", name, fmt::join(names, ", ")));
-    }
-    add(static_cast<size_t>(it - names.begin()), value);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (!given[i]) continue;
+    const std::string what = fmt::format("input '{}'", names[i]);
+    sample.inputs.emplace(names[i], inputs[i]->has_spec() ? to_tensor(*given[i], inputs[i]->spec().dtype, what)
+                                                          : to_tensor(*given[i], what));
   }
   return sample;
 }

@@ -94,29 +94,12 @@ class Runtime {
 py::list call(LoadedMethod& m, const py::args& args, const py::kwargs& kwargs) {
   const auto& names = m.method->input_names();
   const auto& meta = m.method->input_meta();
-  if (args.size() > names.size()) {
-    throw py::type_error(fmt::format("method '{}' takes {} input(s) ({}), {} given", m.method->name(), names.size(),
-                                     fmt::join(names, ", "), args.size()));
-  }
-  std::vector<std::optional<py::array>> given(names.size());
-  for (size_t i = 0; i < args.size(); ++i) given[i] = py::array::ensure(args[i]);
-  for (auto [key, value] : kwargs) {
-    std::string name = py::str(key).cast<std::string>();
-    auto it = std::find(names.begin(), names.end(), name);
-    if (it == names.end()) {
-      throw py::type_error(fmt::format("method '{}' has no input '{}' (it has: {})", m.method->name(), name,
-                                       fmt::join(names, ", ")));
-    }
-    size_t i = static_cast<size_t>(it - names.begin());
-    if (given[i]) throw py::type_error(fmt::format("input '{}' given twice", name));
-    given[i] = py::array::ensure(value);
-  }
+  std::vector<std::optional<py::array>> given = bind_arrays(names, args, kwargs, fmt::format("method '{}'", m.method->name()));
   std::vector<Tensor> inputs;
   inputs.reserve(names.size());
   for (size_t i = 0; i < names.size(); ++i) {
-    if (!given[i] || !*given[i]) {
-      throw py::type_error(fmt::format("method '{}': input '{}' ({}) is missing or not an array", m.method->name(),
-                                       names[i], meta[i].text));
+    if (!given[i]) {
+      throw py::type_error(fmt::format("method '{}': input '{}' ({}) is missing", m.method->name(), names[i], meta[i].text));
     }
     inputs.push_back(to_tensor(*given[i], meta[i].dtype, fmt::format("input '{}'", names[i])));
   }

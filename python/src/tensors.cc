@@ -3,6 +3,9 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include "common.h"
 
@@ -75,6 +78,31 @@ Tensor to_tensor(const py::array& array, DType want, const std::string& what) {
 
 Tensor to_tensor(const py::array& array, const std::string& what) {
   return to_tensor(array, kiln_dtype(array, what), what);
+}
+
+std::vector<std::optional<py::array>> bind_arrays(const std::vector<std::string>& names, const py::args& args,
+                                                  const py::kwargs& kwargs, const std::string& who) {
+  if (args.size() > names.size()) {
+    throw py::type_error(fmt::format("{} takes {} input(s) ({}), {} given", who, names.size(), fmt::join(names, ", "),
+                                     args.size()));
+  }
+  std::vector<std::optional<py::array>> given(names.size());
+  auto set = [&](size_t i, py::handle value) {
+    if (given[i]) throw py::type_error(fmt::format("{}: input '{}' given twice", who, names[i]));
+    py::array a = py::array::ensure(value);
+    if (!a) throw py::type_error(fmt::format("{}: input '{}' is not an array", who, names[i]));
+    given[i] = std::move(a);
+  };
+  for (size_t i = 0; i < args.size(); ++i) set(i, args[i]);
+  for (auto [key, value] : kwargs) {
+    std::string name = py::str(key).cast<std::string>();
+    auto it = std::find(names.begin(), names.end(), name);
+    if (it == names.end()) {
+      throw py::type_error(fmt::format("{} has no input '{}' (it has: {})", who, name, fmt::join(names, ", ")));
+    }
+    set(static_cast<size_t>(it - names.begin()), value);
+  }
+  return given;
 }
 
 py::array to_numpy(const Tensor& tensor) {
