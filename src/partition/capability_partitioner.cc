@@ -283,10 +283,8 @@ Proposal propose_partitions(const ExportedProgram& program, const OperatorSuppor
   // Without clusters, a dequantize read by one call goes with that call: a partition that takes
   // codes at its boundary then reads the codes, not a float another partition dequantized.
   for (uint32_t i = 0; i < n_nodes && !options.quantized_clusters; ++i) {
-    if (kind[i] != kDequant || !cand[i]) continue;
-    const std::vector<Node*> users = order[i]->users();
-    if (users.empty() || std::any_of(users.begin(), users.end(), [&](const Node* u) { return u != users[0]; })) continue;
-    const Node* u = users[0];
+    if (kind[i] != kDequant || !cand[i] || order[i]->num_users() != 1) continue;
+    const Node* u = order[i]->users()[0];
     if (u->op() != OpKind::kCallFunction) continue;
     uint32_t j = pos_of[u->id()];
     if (cand[j] && groups.can_merge(i, j)) groups.unite(i, j);

@@ -251,8 +251,7 @@ Status quantize_mixed(CompiledMethod& cm, const CompileArgs& args, const std::ve
                        g.lowered_modules.empty() ? "CPU" : fmt::format("{}", fmt::join(g.lowered_modules, ", ")));
   }
   cm.program = std::move(r->program);
-  cm.htp_lowered = true;
-  count_delegation(cm);
+  cm.htp_lowered = true;  // lower_method counts what was delegated
   return Status::Ok();
 }
 

@@ -10,11 +10,9 @@ Result<bool> split_shared_dequantize(ExportedProgram& program) {
   bool changed = false;
   for (Node* n = g.first(); n != nullptr; n = n->next()) {  // copies are skipped: one reader each
     if (!n->is_call(OpId::kDequantizePerTensor) && !n->is_call(OpId::kDequantizePerChannel)) continue;
-    std::vector<Node*> readers;
+    std::vector<Node*> readers;  // users() are distinct
     for (Node* u : n->users()) {
-      if (u->op() == OpKind::kCallFunction && std::find(readers.begin(), readers.end(), u) == readers.end()) {
-        readers.push_back(u);
-      }
+      if (u->op() == OpKind::kCallFunction) readers.push_back(u);
     }
     // The first reader keeps the original (and so do the outputs that return it); the copies
     // follow it in reader order.
