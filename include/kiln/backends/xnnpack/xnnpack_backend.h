@@ -1,0 +1,34 @@
+// The xnnpack backend's compile half: which nodes Debian's XNNPACK (2022-02) runs, and preprocess,
+// which turns a partition into the delegate blob the runtime half (xnnpack_runtime.h) executes.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "kiln/backends/xnnpack/xnnpack_runtime.h"
+#include "kiln/ir/exported_program.h"
+#include "kiln/lower/backend.h"
+#include "kiln/partition/operator_support.h"
+
+namespace kiln::xnnpack {
+
+/// Takes exactly what this XNNPACK runs: fp32 convolutions (2-D, grouped, depthwise) and
+/// fully-connected layers with constant weights, pooling, elementwise arithmetic and
+/// activations, softmax over channels, and reshapes that keep the delegate's NHWC layout; static
+/// shapes only. Everything else gets a reason (WhyNoPartition).
+OperatorSupportPtr xnnpack_operator_support();
+
+/// Compile side. preprocess writes the submodule as an XNNPACK graph: rank-4 activations NHWC
+/// inside, weights in XNNPACK's layouts in the blob (packed once at init), the delegate's
+/// rank-4 inputs and outputs transposed at its boundary. An unsupported node is an error naming it.
+class XnnpackBackend final : public BackendDetails {
+ public:
+  std::string_view id() const override { return kBackendId; }
+  Result<PreprocessResult> preprocess(const ExportedProgram& submodule,
+                                      const std::vector<CompileSpec>& compile_specs) const override;
+};
+
+/// Adds the xnnpack backend to `registry` (fails if "xnnpack" is already there).
+Status register_xnnpack_backend(BackendRegistry& registry);
+
+}  // namespace kiln::xnnpack

@@ -1,0 +1,598 @@
+// The xnnpack backend's compile half: operator support and preprocess (submodule -> XNNPACK graph
+// blob). Inside a delegate every rank-4 tensor is NHWC and every other tensor keeps its layout,
+// so a value's layout follows from its rank alone; the support check only takes nodes for which
+// that holds (a reshape that would reorder NHWC memory stays on the CPU).
+#include <flatbuffers/flatbuffers.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <unordered_map>
+
+#include "kiln/backends/xnnpack/xnnpack_backend.h"
+#include "kiln/lower/delegate_mapping.h"
+#include "xnnpack_graph_generated.h"
+
+namespace kiln::xnnpack {
+namespace {
+
+constexpr uint32_t kAbsent = 0xFFFFFFFFu;
+
+const Tensor* constant_of(const ExportedProgram& ep, const Node* v) {
+  if (v == nullptr || v->op() != OpKind::kPlaceholder) return nullptr;
+  const InputSpec* s = ep.input_spec(v);
+  if (s == nullptr || s->kind == InputKind::kUserInput) return nullptr;
+  return ep.constants().find(s->target);
+}
+
+std::vector<int64_t> static_shape(const Node& v) { return v.spec().static_shape().value_or(std::vector<int64_t>{}); }
+
+// Whether NCHW and NHWC hold a rank-4 shape's elements in the same order (one of C, H*W is 1),
+// or the shape is not rank 4: a reshape between such shapes keeps the delegate's layout.
+bool layout_neutral(const std::vector<int64_t>& s) { return s.size() != 4 || s[1] == 1 || s[2] * s[3] == 1; }
+
+// A per-spatial-dim list (one value, or {h, w}); empty gives `dflt`.
+std::optional<std::pair<int64_t, int64_t>> hw(const std::vector<int64_t>& v, int64_t dflt) {
+  if (v.empty()) return std::make_pair(dflt, dflt);
+  if (v.size() == 1) return std::make_pair(v[0], v[0]);
+  if (v.size() == 2) return std::make_pair(v[0], v[1]);
+  return std::nullopt;
+}
+
+struct Window {
+  int64_t pt = 0, pr = 0, pb = 0, pl = 0;  // XNNPACK's order: top, right, bottom, left
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+};
+
+// kiln's padding: one value, one per spatial dim, or {top, left, bottom, right}.
+bool read_padding(const std::vector<int64_t>& p, Window* w) {
+  if (p.empty() || p.size() == 1 || p.size() == 2) {
+    auto v = hw(p, 0);
+    w->pt = w->pb = v->first;
+    w->pl = w->pr = v->second;
+  } else if (p.size() == 4) {
+    w->pt = p[0], w->pl = p[1], w->pb = p[2], w->pr = p[3];
+  } else {
+    return false;
+  }
+  return w->pt >= 0 && w->pl >= 0 && w->pb >= 0 && w->pr >= 0;
+}
+
+int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1, bool ceil_mode) {
+  int64_t span = in + p0 + p1 - d * (k - 1) - 1;
+  if (span < 0) return 0;
+  int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+  // PyTorch: the last window must start inside the input or the left padding.
+  if (ceil_mode && (out - 1) * s >= in + p0) --out;
+  return out;
+}
+
+// Pooling window of a max_pool2d / avg_pool2d node; nullopt with `why` if XNNPACK cannot run it.
+std::optional<Window> pool_window(const Node& n, std::string* why) {
+  Window w;
+  auto k = hw(n.kwarg("kernel_size").to_ints(), 1);
+  if (!k || n.kwarg("kernel_size").to_ints().empty()) return *why = "its kernel_size is not 1 or 2 values", std::nullopt;
+  w.kh = k->first, w.kw = k->second;
+  auto s = hw(n.kwarg("stride").to_ints(), 0);
+  if (!s) return *why = "its stride is not 1 or 2 values", std::nullopt;
+  w.sh = s->first ? s->first : w.kh, w.sw = s->second ? s->second : w.kw;
+  if (n.is_call(OpId::kMaxPool2d)) {
+    auto d = hw(n.kwarg("dilation").to_ints(), 1);
+    if (!d) return *why = "its dilation is not 1 or 2 values", std::nullopt;
+    w.dh = d->first, w.dw = d->second;
+  }
+  if (!read_padding(n.kwarg("padding").to_ints(), &w)) return *why = "its padding is not 1, 2 or 4 non-negative values", std::nullopt;
+  if (w.kh < 1 || w.kw < 1 || w.sh < 1 || w.sw < 1 || w.dh < 1 || w.dw < 1) return *why = "a window size below 1", std::nullopt;
+  if (w.kh * w.kw == 1) return *why = "XNNPACK pools windows of more than one element", std::nullopt;
+  if (n.kwarg_bool("ceil_mode")) {
+    // Floor and ceil agree on this input: run it as floor.
+    auto in = static_shape(*n.input(0));
+    bool same = window_out(in[2], w.kh, w.sh, w.dh, w.pt, w.pb, true) == window_out(in[2], w.kh, w.sh, w.dh, w.pt, w.pb, false) &&
+                window_out(in[3], w.kw, w.sw, w.dw, w.pl, w.pr, true) == window_out(in[3], w.kw, w.sw, w.dw, w.pl, w.pr, false);
+    if (!same) return *why = "ceil_mode changes its output size (XNNPACK rounds down)", std::nullopt;
+  }
+  if (n.is_call(OpId::kAvgPool2d) && (w.pt || w.pl || w.pb || w.pr)) {
+    return *why = "average pooling with padding (XNNPACK excludes the padding from the count)", std::nullopt;
+  }
+  return w;
+}
+
+std::optional<Window> conv_window(const Node& n, std::string* why) {
+  Window w;
+  auto s = hw(n.kwarg("stride").to_ints(), 1);
+  auto d = hw(n.kwarg("dilation").to_ints(), 1);
+  if (!s || !d) return *why = "its stride or dilation is not 1 or 2 values", std::nullopt;
+  w.sh = s->first, w.sw = s->second, w.dh = d->first, w.dw = d->second;
+  if (!read_padding(n.kwarg("padding").to_ints(), &w)) return *why = "its padding is not 1, 2 or 4 non-negative values", std::nullopt;
+  if (w.sh < 1 || w.sw < 1 || w.dh < 1 || w.dw < 1) return *why = "a stride or dilation below 1", std::nullopt;
+  auto ws = static_shape(*n.input(1));
+  w.kh = ws[2], w.kw = ws[3];
+  return w;
+}
+
+bool is_mean_over_hw(const Node& n) {
+  if (!n.is_call(OpId::kMean) || n.kwarg("dim").is_none()) return false;
+  std::vector<int64_t> dims = n.kwarg("dim").to_ints();
+  for (int64_t& d : dims) d = d < 0 ? d + 4 : d;
+  std::sort(dims.begin(), dims.end());
+  return dims == std::vector<int64_t>{2, 3};
+}
+
+bool is_unary(const Node& n) {
+  switch (n.target()) {
+    case OpId::kRelu: case OpId::kRelu6: case OpId::kClamp: case OpId::kSigmoid: case OpId::kHardswish:
+    case OpId::kLeakyRelu: case OpId::kAbs: case OpId::kNeg: case OpId::kSqrt:
+      return true;
+    default:
+      return false;
+  }
+}
+
+SupportResult no(std::string why) { return SupportResult::no(std::move(why)); }
+
+SupportResult check_node(const ExportedProgram& ep, const Node& n) {
+  if (n.is_call(OpId::kCallDelegate) || n.is_call(OpId::kGetitem)) return no(fmt::format("op '{}' is not an XNNPACK op", n.target_name()));
+  // Static fp32 tensors in and out.
+  auto check_value = [](const Node& v, const char* what) -> std::string {
+    if (!v.has_spec()) return fmt::format("{} '{}' has no known shape", what, v.name());
+    if (v.meta.val.size() != 1) return fmt::format("{} '{}' is a tuple", what, v.name());
+    if (!v.spec().is_static()) {
+      return fmt::format("{} '{}' has the symbolic shape {} (XNNPACK graphs are static: bind it with --dim)", what,
+                         v.name(), v.spec().to_string());
+    }
+    if (v.spec().dtype != DType::kF32) return fmt::format("{} '{}' is {}, not f32", what, v.name(), dtype_name(v.spec().dtype));
+    if (v.spec().rank() == 0 || v.spec().rank() > 6) return fmt::format("{} '{}' has rank {} (XNNPACK takes 1 to 6)", what, v.name(), v.spec().rank());
+    return {};
+  };
+  for (const Use& u : n.operands()) {
+    if (auto why = check_value(*u.value, "input"); !why.empty()) return no(why);
+  }
+  if (auto why = check_value(n, "output"); !why.empty()) return no(why);
+  const std::vector<int64_t> out = static_shape(n);
+  const size_t rank = out.size();
+  std::string why;
+  switch (n.target()) {
+    case OpId::kConvolution: {
+      if (rank != 4) return no("only 2-D convolutions run on XNNPACK");
+      if (constant_of(ep, n.input(1)) == nullptr) return no("its weight is not a constant");
+      if (!n.arg(2).is_none() && constant_of(ep, n.arg(2).node()) == nullptr) return no("its bias is not a constant");
+      if (!conv_window(n, &why)) return no(why);
+      return SupportResult::yes();
+    }
+    case OpId::kLinear:
+      if (rank == 4) return no("a fully-connected layer on a rank-4 input (NHWC inside the delegate)");
+      if (constant_of(ep, n.input(1)) == nullptr) return no("its weight is not a constant");
+      if (!n.arg(2).is_none() && constant_of(ep, n.arg(2).node()) == nullptr) return no("its bias is not a constant");
+      return SupportResult::yes();
+    case OpId::kAddmm: {
+      if (n.kwarg_float("beta") != 1 || n.kwarg_float("alpha") != 1) return no("addmm with beta or alpha other than 1");
+      const Node* bias = n.arg(0).node();
+      if (constant_of(ep, n.arg(2).node()) == nullptr || constant_of(ep, bias) == nullptr) return no("its weight or bias is not a constant");
+      auto bs = static_shape(*bias);
+      if (std::accumulate(bs.begin(), bs.end(), int64_t{1}, std::multiplies<>()) != out[1]) return no("its bias is not one value per output column");
+      return SupportResult::yes();
+    }
+    case OpId::kMatmul:
+    case OpId::kMm: {
+      const Node* b = n.arg(1).node();
+      if (constant_of(ep, b) == nullptr || static_shape(*b).size() != 2) return no("its second operand is not a 2-D constant (XNNPACK has no batched matmul)");
+      size_t ra = static_shape(*n.arg(0).node()).size();
+      if (ra < 2 || ra > 3) return no("a matmul whose first operand is not 2-D or 3-D");
+      return SupportResult::yes();
+    }
+    case OpId::kMaxPool2d:
+    case OpId::kAvgPool2d:
+      if (rank != 4) return no("only 2-D pooling runs on XNNPACK");
+      if (!pool_window(n, &why)) return no(why);
+      return SupportResult::yes();
+    case OpId::kAdaptiveAvgPool2d:
+      if (rank != 4 || out[2] != 1 || out[3] != 1) return no("adaptive pooling to other than 1x1");
+      return SupportResult::yes();
+    case OpId::kMean:
+      if (static_shape(*n.input(0)).size() != 4 || !is_mean_over_hw(n)) return no("a mean other than over H and W of a rank-4 tensor");
+      return SupportResult::yes();
+    case OpId::kSoftmax: {
+      int64_t dim = n.kwarg_int("dim");
+      dim = dim < 0 ? dim + static_cast<int64_t>(rank) : dim;
+      if (rank == 4 ? dim != 1 : dim != static_cast<int64_t>(rank) - 1) {
+        return no(rank == 4 ? "softmax over other than channels of a rank-4 tensor" : "softmax over other than the last dim");
+      }
+      return SupportResult::yes();
+    }
+    case OpId::kPrelu: {
+      const Tensor* slope = constant_of(ep, n.input(1));
+      if (slope == nullptr) return no("its slope is not a constant");
+      if (rank != 2 && rank != 4) return no("prelu on other than rank 2 or 4 (XNNPACK's slope runs along the channels)");
+      if (slope->numel() != 1 && slope->numel() != out[1]) return no("its slope is not one value per channel");
+      return SupportResult::yes();
+    }
+    case OpId::kAdd:
+    case OpId::kSub:
+    case OpId::kMul:
+    case OpId::kDiv:
+      if ((n.is_call(OpId::kAdd) || n.is_call(OpId::kSub)) && n.kwarg_float("alpha") != 1) return no("alpha other than 1");
+      if (n.is_call(OpId::kDiv) && !n.kwarg("rounding_mode").is_none()) return no("div with a rounding mode");
+      if (rank == 4) {
+        for (size_t i = 0; i < 2; ++i) {
+          const Node* v = n.arg(i).is_node() ? n.arg(i).node() : nullptr;
+          if (v == nullptr || constant_of(ep, v) != nullptr) continue;
+          auto s = static_shape(*v);
+          if (s.size() != 4 && std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>()) != 1) {
+            return no(fmt::format("operand '{}' of rank {} broadcasts against a rank-4 tensor (NHWC inside the delegate)", v->name(), s.size()));
+          }
+        }
+      }
+      return SupportResult::yes();
+    case OpId::kReshape:
+    case OpId::kView:
+    case OpId::kFlatten:
+      if (!layout_neutral(static_shape(*n.input(0))) || !layout_neutral(out)) {
+        return no("a reshape to or from a rank-4 shape that would reorder the delegate's NHWC data");
+      }
+      return SupportResult::yes();
+    default:
+      if (is_unary(n)) return SupportResult::yes();
+      return no(fmt::format("op '{}' has no XNNPACK operator in this version", n.target_name()));
+  }
+}
+
+// ---- preprocess ------------------------------------------------------------------------------
+
+std::vector<uint64_t> xnn_dims(const std::vector<int64_t>& s) {
+  std::vector<uint64_t> d(s.begin(), s.end());
+  if (s.size() == 4) d = {uint64_t(s[0]), uint64_t(s[2]), uint64_t(s[3]), uint64_t(s[1])};
+  return d;
+}
+
+// NCHW -> NHWC of a rank-4 float array.
+std::vector<float> to_nhwc(const float* x, const std::vector<int64_t>& s) {
+  const int64_t n = s[0], c = s[1], hw = s[2] * s[3];
+  std::vector<float> y(static_cast<size_t>(n * c * hw));
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t i = 0; i < hw; ++i) y[static_cast<size_t>((b * hw + i) * c + ch)] = x[(b * c + ch) * hw + i];
+  return y;
+}
+
+class Builder {
+ public:
+  explicit Builder(const ExportedProgram& ep) : ep_(ep) {}
+
+  Result<std::vector<uint8_t>> build(const std::vector<Node*>& order) {
+    for (Node* in : ep_.user_inputs()) {
+      if (!in->has_spec() || !in->spec().is_static() || in->spec().dtype != DType::kF32) {
+        return fail(*in, "a delegate input must be a static f32 tensor");
+      }
+      auto s = static_shape(*in);
+      uint32_t id = add_value(xnn_dims(s));
+      values_[id].input_index = static_cast<int>(inputs_.size());
+      values_[id].nchw = s.size() == 4;
+      inputs_.push_back(id);
+      ids_[in] = id;
+    }
+    for (Node* n : order) {
+      if (n->op() != OpKind::kCallFunction) continue;
+      if (SupportResult r = check_node(ep_, *n); !r.supported) return fail(*n, r.reason);
+      KILN_RETURN_IF_ERROR(define(*n));
+    }
+    for (Node* out : ep_.user_outputs()) {
+      auto it = ids_.find(out);
+      if (it == ids_.end() || out->op() != OpKind::kCallFunction) return fail(*out, "a delegate output must be computed by the delegate");
+      ValueDesc& v = values_[it->second];
+      if (v.output_index >= 0) return fail(*out, "the delegate returns it twice");
+      v.output_index = static_cast<int>(outputs_.size());
+      v.nchw = v.dims.size() == 4;
+      outputs_.push_back(it->second);
+    }
+    return finish();
+  }
+
+ private:
+  struct ValueDesc {
+    std::vector<uint64_t> dims;
+    uint64_t offset = 0, size = 0;
+    int input_index = -1, output_index = -1;
+    bool nchw = false;
+  };
+  struct NodeDesc {
+    fb::NodeKind kind;
+    std::vector<uint32_t> inputs, outputs;
+    std::vector<int64_t> ints;
+    std::vector<float> floats;
+    std::string name;
+  };
+
+  Status fail(const Node& n, const std::string& why) const {
+    return invalid_argument("xnnpack backend: node '{}' ({}): {}", n.name(), n.target_name(), why);
+  }
+
+  uint32_t add_value(std::vector<uint64_t> dims) {
+    values_.push_back(ValueDesc{std::move(dims)});
+    return static_cast<uint32_t>(values_.size() - 1);
+  }
+
+  uint32_t add_static(std::vector<uint64_t> dims, const float* data, size_t count) {
+    uint32_t id = add_value(std::move(dims));
+    data_.resize((data_.size() + 63) / 64 * 64);
+    values_[id].offset = data_.size();
+    values_[id].size = count * sizeof(float);
+    data_.resize(data_.size() + count * sizeof(float));
+    if (count) std::memcpy(data_.data() + values_[id].offset, data, count * sizeof(float));
+    return id;
+  }
+
+  // The value of `v`: computed by an earlier node, a delegate input, or a constant (rank 4: NHWC).
+  Result<uint32_t> value_of(const Node& user, const Node* v) {
+    if (auto it = ids_.find(v); it != ids_.end()) return it->second;
+    const Tensor* c = constant_of(ep_, v);
+    if (c == nullptr) return fail(user, fmt::format("operand '{}' is neither computed in the delegate nor a constant", v->name()));
+    if (c->dtype() != DType::kF32) return fail(user, fmt::format("constant '{}' is {}, not f32", v->name(), dtype_name(c->dtype())));
+    std::vector<int64_t> s = c->shape();
+    if (s.empty()) s = {1};
+    uint32_t id = s.size() == 4 ? add_static(xnn_dims(s), to_nhwc(c->data_as<float>(), s).data(), size_t(c->numel()))
+                                : add_static(xnn_dims(s), c->data_as<float>(), size_t(c->numel()));
+    ids_[v] = id;
+    return id;
+  }
+
+  // An elementwise operand: a number, or a value; a constant of lower rank broadcast against a
+  // rank-4 result is expanded to rank 4 first, so that it is permuted into NHWC like the result.
+  Result<uint32_t> operand(const Node& n, const Arg& a, size_t out_rank) {
+    if (!a.is_node()) {
+      float x = static_cast<float>(a.to_float());
+      return add_static({1}, &x, 1);
+    }
+    const Node* v = a.node();
+    const Tensor* c = constant_of(ep_, v);
+    if (c == nullptr || out_rank != 4 || c->rank() == 4) return value_of(n, v);
+    if (c->dtype() != DType::kF32) return fail(n, fmt::format("constant '{}' is {}, not f32", v->name(), dtype_name(c->dtype())));
+    std::vector<int64_t> s(4 - c->rank(), 1);
+    s.insert(s.end(), c->shape().begin(), c->shape().end());
+    return add_static(xnn_dims(s), to_nhwc(c->data_as<float>(), s).data(), size_t(c->numel()));
+  }
+
+  uint32_t output_of(const Node& n) {
+    uint32_t id = add_value(xnn_dims(static_shape(n)));
+    ids_[&n] = id;
+    return id;
+  }
+
+  void emit(fb::NodeKind kind, const Node& n, std::vector<uint32_t> ins, std::vector<uint32_t> outs,
+            std::vector<int64_t> ints = {}, std::vector<float> floats = {}) {
+    nodes_.push_back(NodeDesc{kind, std::move(ins), std::move(outs), std::move(ints), std::move(floats), n.name()});
+  }
+
+  static constexpr float kInf = std::numeric_limits<float>::infinity();
+
+  Status define(const Node& n) {
+    const auto out = static_shape(n);
+    std::string why;
+    switch (n.target()) {
+      case OpId::kConvolution: {
+        Window w = *conv_window(n, &why);
+        const Tensor& wt = *constant_of(ep_, n.input(1));
+        const int64_t o = wt.dim(0), ipg = wt.dim(1), groups = n.kwarg_int("groups");
+        const int64_t cin = static_shape(*n.input(0))[1];
+        KILN_ASSIGN_OR_RETURN(uint32_t x, value_of(n, n.input(0)));
+        uint32_t bias = kAbsent;
+        if (!n.arg(2).is_none()) {
+          KILN_ASSIGN_OR_RETURN(bias, value_of(n, n.arg(2).node()));
+        }
+        std::vector<int64_t> ints{w.pt, w.pr, w.pb, w.pl, w.kh, w.kw, w.sh, w.sw, w.dh, w.dw};
+        uint32_t filter;
+        if (groups == cin && ipg == 1 && groups > 1) {
+          // Depthwise: [C*m, 1, kh, kw] -> [1, kh, kw, C*m].
+          std::vector<float> f(static_cast<size_t>(wt.numel()));
+          const float* src = wt.data_as<float>();
+          const int64_t k = w.kh * w.kw;
+          for (int64_t c = 0; c < o; ++c)
+            for (int64_t i = 0; i < k; ++i) f[static_cast<size_t>(i * o + c)] = src[c * k + i];
+          filter = add_static({1, uint64_t(w.kh), uint64_t(w.kw), uint64_t(o)}, f.data(), f.size());
+          ints.push_back(o / cin);  // depth multiplier
+          ints.push_back(cin);
+          emit(fb::NodeKind::DepthwiseConvolution2d, n, {x, filter, bias}, {output_of(n)}, ints, {-kInf, kInf});
+        } else {
+          // [O, I/g, kh, kw] -> [O, kh, kw, I/g].
+          std::vector<float> f(static_cast<size_t>(wt.numel()));
+          const float* src = wt.data_as<float>();
+          const int64_t k = w.kh * w.kw;
+          for (int64_t oc = 0; oc < o; ++oc)
+            for (int64_t ic = 0; ic < ipg; ++ic)
+              for (int64_t i = 0; i < k; ++i) f[static_cast<size_t>((oc * k + i) * ipg + ic)] = src[(oc * ipg + ic) * k + i];
+          filter = add_static({uint64_t(o), uint64_t(w.kh), uint64_t(w.kw), uint64_t(ipg)}, f.data(), f.size());
+          ints.push_back(groups);
+          ints.push_back(ipg);
+          ints.push_back(o / groups);
+          emit(fb::NodeKind::Convolution2d, n, {x, filter, bias}, {output_of(n)}, ints, {-kInf, kInf});
+        }
+        return Status::Ok();
+      }
+      case OpId::kLinear: {
+        KILN_ASSIGN_OR_RETURN(uint32_t x, value_of(n, n.input(0)));
+        KILN_ASSIGN_OR_RETURN(uint32_t w, value_of(n, n.input(1)));
+        uint32_t bias = kAbsent;
+        if (!n.arg(2).is_none()) {
+          KILN_ASSIGN_OR_RETURN(bias, value_of(n, n.arg(2).node()));
+        }
+        emit(fb::NodeKind::FullyConnected, n, {x, w, bias}, {output_of(n)}, {}, {-kInf, kInf});
+        return Status::Ok();
+      }
+      case OpId::kAddmm:
+      case OpId::kMatmul:
+      case OpId::kMm: {
+        // x @ B with B a [K, O] constant: a fully-connected layer with the filter B^T.
+        const bool addmm = n.is_call(OpId::kAddmm);
+        const Tensor& b = *constant_of(ep_, n.arg(addmm ? 2 : 1).node());
+        if (b.dtype() != DType::kF32) return fail(n, "its weight is not f32");
+        const int64_t k = b.dim(0), o = b.dim(1);
+        std::vector<float> t(static_cast<size_t>(k * o));
+        for (int64_t i = 0; i < k; ++i)
+          for (int64_t j = 0; j < o; ++j) t[static_cast<size_t>(j * k + i)] = b.data_as<float>()[i * o + j];
+        KILN_ASSIGN_OR_RETURN(uint32_t x, value_of(n, n.arg(addmm ? 1 : 0).node()));
+        uint32_t w = add_static({uint64_t(o), uint64_t(k)}, t.data(), t.size());
+        uint32_t bias = kAbsent;
+        if (addmm) {
+          const Tensor& bt = *constant_of(ep_, n.arg(0).node());
+          if (bt.dtype() != DType::kF32) return fail(n, "its bias is not f32");
+          bias = add_static({uint64_t(o)}, bt.data_as<float>(), size_t(o));
+        }
+        emit(fb::NodeKind::FullyConnected, n, {x, w, bias}, {output_of(n)}, {}, {-kInf, kInf});
+        return Status::Ok();
+      }
+      case OpId::kMaxPool2d:
+      case OpId::kAvgPool2d: {
+        Window w = *pool_window(n, &why);
+        KILN_ASSIGN_OR_RETURN(uint32_t x, value_of(n, n.input(0)));
+        bool max = n.is_call(OpId::kMaxPool2d);
+        emit(max ? fb::NodeKind::MaxPooling2d : fb::NodeKind::AveragePooling2d, n, {x}, {output_of(n)},
+             {w.pt, w.pr, w.pb, w.pl, w.kh, w.kw, w.sh, w.sw, w.dh, w.dw}, {-kInf, kInf});
+        return Status::Ok();
+      }
+      case OpId::kAdaptiveAvgPool2d:
+      case OpId::kMean: {
+        KILN_ASSIGN_OR_RETURN(uint32_t x, value_of(n, n.input(0)));
+        if (out.size() == 4) {
+          emit(fb::NodeKind::GlobalAveragePooling2d, n, {x}, {output_of(n)}, {}, {-kInf, kInf});
+          return Status::Ok();
+        }
+        // mean without keepdim: pool to [N, 1, 1, C], then drop the unit dims.
+        auto in = static_shape(*n.input(0));
+        uint32_t pooled = add_value({uint64_t(in[0]), 1, 1, uint64_t(in[1])});
+        emit(fb::NodeKind::GlobalAveragePooling2d, n, {x}, {pooled}, {}, {-kInf, kInf});
+        uint32_t y = output_of(n);
+        emit(fb::NodeKind::StaticReshape, n, {pooled}, {y}, std::vector<int64_t>(out.begin(), out.end()));
+        return Status::Ok();
+      }
+      case OpId::kSoftmax: {
+        KILN_ASSIGN_OR_RETURN(uint32_t x, value_of(n, n.input(0)));
+        emit(fb::NodeKind::Softmax, n, {x}, {output_of(n)});
+        return Status::Ok();
+      }
+      case OpId::kPrelu: {
+        KILN_ASSIGN_OR_RETURN(uint32_t x, value_of(n, n.input(0)));
+        const Tensor& s = *constant_of(ep_, n.input(1));
+        std::vector<float> slope(static_cast<size_t>(out[1]), s.data_as<float>()[0]);
+        if (s.numel() == out[1]) std::memcpy(slope.data(), s.data_as<float>(), slope.size() * sizeof(float));
+        uint32_t sv = add_static({uint64_t(out[1])}, slope.data(), slope.size());
+        emit(fb::NodeKind::Prelu, n, {x, sv}, {output_of(n)});
+        return Status::Ok();
+      }
+      case OpId::kAdd:
+      case OpId::kSub:
+      case OpId::kMul:
+      case OpId::kDiv: {
+        KILN_ASSIGN_OR_RETURN(uint32_t a, operand(n, n.arg(0), out.size()));
+        KILN_ASSIGN_OR_RETURN(uint32_t b, operand(n, n.arg(1), out.size()));
+        fb::NodeKind kind = n.is_call(OpId::kAdd) ? fb::NodeKind::Add
+                            : n.is_call(OpId::kSub) ? fb::NodeKind::Subtract
+                            : n.is_call(OpId::kMul) ? fb::NodeKind::Multiply
+                                                    : fb::NodeKind::Divide;
+        emit(kind, n, {a, b}, {output_of(n)}, {}, {-kInf, kInf});
+        return Status::Ok();
+      }
+      case OpId::kReshape:
+      case OpId::kView:
+      case OpId::kFlatten: {
+        KILN_ASSIGN_OR_RETURN(uint32_t x, value_of(n, n.input(0)));
+        auto dims = xnn_dims(out);
+        emit(fb::NodeKind::StaticReshape, n, {x}, {output_of(n)}, std::vector<int64_t>(dims.begin(), dims.end()));
+        return Status::Ok();
+      }
+      default:
+        break;
+    }
+    // Unary.
+    KILN_ASSIGN_OR_RETURN(uint32_t x, value_of(n, n.input(0)));
+    auto clamp = [&](float lo, float hi) { emit(fb::NodeKind::Clamp, n, {x}, {output_of(n)}, {}, {lo, hi}); };
+    auto bound = [&](const char* name, float dflt) {
+      const Arg& a = n.kwarg(name);
+      return a.is_none() ? dflt : static_cast<float>(a.to_float());
+    };
+    switch (n.target()) {
+      case OpId::kRelu: clamp(0, kInf); break;
+      case OpId::kRelu6: clamp(0, 6); break;
+      case OpId::kClamp: clamp(bound("min", -kInf), bound("max", kInf)); break;
+      case OpId::kSigmoid: emit(fb::NodeKind::Sigmoid, n, {x}, {output_of(n)}); break;
+      case OpId::kHardswish: emit(fb::NodeKind::Hardswish, n, {x}, {output_of(n)}); break;
+      case OpId::kLeakyRelu:
+        emit(fb::NodeKind::LeakyRelu, n, {x}, {output_of(n)}, {}, {static_cast<float>(n.kwarg_float("negative_slope"))});
+        break;
+      case OpId::kAbs: emit(fb::NodeKind::Abs, n, {x}, {output_of(n)}); break;
+      case OpId::kNeg: emit(fb::NodeKind::Negate, n, {x}, {output_of(n)}); break;
+      case OpId::kSqrt: emit(fb::NodeKind::SquareRoot, n, {x}, {output_of(n)}); break;
+      default: return fail(n, "no XNNPACK operator");
+    }
+    return Status::Ok();
+  }
+
+  Result<std::vector<uint8_t>> finish() {
+    flatbuffers::FlatBufferBuilder fbb(1024 + data_.size());
+    std::vector<flatbuffers::Offset<fb::Value>> values;
+    for (const ValueDesc& v : values_) {
+      auto dims = fbb.CreateVector(v.dims);
+      fb::ValueBuilder b(fbb);
+      b.add_dtype(fb::DataType::Fp32);
+      b.add_dims(dims);
+      b.add_data_offset(v.offset);
+      b.add_data_size(v.size);
+      b.add_input_index(v.input_index);
+      b.add_output_index(v.output_index);
+      b.add_nchw(v.nchw);
+      values.push_back(b.Finish());
+    }
+    std::vector<flatbuffers::Offset<fb::Node>> nodes;
+    for (const NodeDesc& d : nodes_) {
+      nodes.push_back(fb::CreateNode(fbb, d.kind, fbb.CreateVector(d.inputs), fbb.CreateVector(d.outputs),
+                                     fbb.CreateVector(d.ints), fbb.CreateVector(d.floats), fbb.CreateString(d.name)));
+    }
+    auto values_v = fbb.CreateVector(values);
+    auto nodes_v = fbb.CreateVector(nodes);
+    auto ins = fbb.CreateVector(inputs_);
+    auto outs = fbb.CreateVector(outputs_);
+    fbb.ForceVectorAlignment(data_.size(), 1, 64);
+    auto data = fbb.CreateVector(data_);
+    fbb.Finish(fb::CreateGraph(fbb, kBlobVersion, values_v, nodes_v, ins, outs, data), "KXNN");
+    return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  }
+
+  const ExportedProgram& ep_;
+  std::vector<ValueDesc> values_;
+  std::vector<NodeDesc> nodes_;
+  std::vector<uint32_t> inputs_, outputs_;
+  std::vector<uint8_t> data_;
+  std::unordered_map<const Node*, uint32_t> ids_;
+};
+
+}  // namespace
+
+OperatorSupportPtr xnnpack_operator_support() {
+  return support_fn([](const ExportedProgram& ep, const Node& n) { return check_node(ep, n); });
+}
+
+Result<PreprocessResult> XnnpackBackend::preprocess(const ExportedProgram& submodule,
+                                                    const std::vector<CompileSpec>& /*compile_specs*/) const {
+  std::vector<Node*> order;
+  DelegateMappingBuilder mapping(/*generated_identifiers=*/true);
+  for (Node* n : submodule.graph().nodes()) {
+    order.push_back(n);
+    if (n->op() != OpKind::kCallFunction || n->meta.debug_handle < 0) continue;
+    auto id = mapping.insert({n});
+    if (!id.ok()) return id.status().with_context("xnnpack backend");
+  }
+  Builder builder(submodule);
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> blob, builder.build(order));
+  PreprocessResult result;
+  result.processed_bytes = std::move(blob);
+  KILN_ASSIGN_OR_RETURN(result.debug_handle_map, mapping.get_integer_delegate_mapping());
+  return result;
+}
+
+Status register_xnnpack_backend(BackendRegistry& registry) {
+  return registry.add(std::make_unique<XnnpackBackend>());
+}
+
+}  // namespace kiln::xnnpack
