@@ -5,7 +5,8 @@
 #      WhyNoPartition report and the partition summary, and write the program in full;
 #   3. compile it across the demo backend and the portable kernels into one program file (.kpte),
 #      memory planned, and inspect the file;
-#   4. run the file with the runtime, through `kiln run` and through the small `kiln-runner`;
+#   4. run the file with the runtime, through `kiln run` and through the small `kiln-runner`,
+#      and run the model itself on the best CPU placement (xnnpack, portable for the rest);
 #   5. quantize it (8a8w, calibrated on examples/calib) with a per-layer SQNR report, and run the
 #      quantized program.
 # Usage: scripts/demo.sh [MODEL]
@@ -37,6 +38,9 @@ $kiln run "$program" --output-dir build/demo-out
 echo
 echo "== kiln-runner $program   # the runtime and the portable kernels only: no IR, no ONNX"
 build/release/tools/kiln-runner/kiln-runner "$program"
+echo
+echo "== kiln run $model --output-dir build/demo-out/cpu   # compiled in memory: xnnpack + portable"
+$kiln run "$model" --output-dir build/demo-out/cpu
 echo
 if [[ $model == examples/tinynet.onnx ]]; then
   quantized=build/demo-out/tinynet.8a8w.kir

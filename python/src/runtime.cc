@@ -10,6 +10,7 @@
 #include "common.h"
 #include "kiln/backends/demo/demo_runtime.h"
 #include "kiln/backends/htp/htp_runtime.h"
+#include "kiln/backends/xnnpack/xnnpack_runtime.h"
 #include "kiln/core/memory.h"
 #include "kiln/runtime/program.h"
 
@@ -76,6 +77,7 @@ class Runtime {
     };
     check(m->backends->add(demo::make_demo_runtime_backend()));
     check(m->backends->add(htp::make_htp_runtime_backend(std::move(hooks))));
+    check(m->backends->add(xnnpack::make_xnnpack_runtime_backend()));
     runtime::MethodOptions options;
     options.num_threads = num_threads;
     {

@@ -35,6 +35,15 @@ contains() {  # contains DESCRIPTION HAYSTACK NEEDLE
     passes=$((passes + 1))
   fi
 }
+not_contains() {  # not_contains DESCRIPTION HAYSTACK NEEDLE
+  if [[ $2 == *"$3"* ]]; then
+    echo "FAIL: $1: output has '$3'"
+    echo "  got: ${2:0:800}"
+    failures=$((failures + 1))
+  else
+    passes=$((passes + 1))
+  fi
+}
 
 expect 0 "help" -- "$kiln" --help
 contains "help lists fmt" "$out" "fmt"
@@ -99,6 +108,15 @@ if ! cmp -s "$work/out_onnx/probs.npy" "$work/out_kir/probs.npy"; then
   echo "FAIL: output .npy files differ between the .onnx and the imported .kir"; failures=$((failures + 1))
 fi
 contains "outputs carry the model's own names" "$onnx_line" "output 'probs': f32[1, 10]"
+contains "run places the model on xnnpack by default" "$out" "delegated to xnnpack"
+# The portable kernels alone: the reference the delegated programs below match bit for bit, and
+# within float rounding of the default placement.
+expect 0 "run onnx on portable kernels" -- "$kiln" run "$src/examples/tinynet.onnx" --backend portable --output-dir "$work/out_portable"
+not_contains "--backend portable delegates nothing" "$out" "delegated to"
+if ! /usr/bin/python3 -c "import numpy as np, sys; a, b = (np.load(f) for f in sys.argv[1:]); sys.exit(not np.allclose(a, b, rtol=1e-4, atol=1e-5))" \
+    "$work/out_onnx/probs.npy" "$work/out_portable/probs.npy"; then
+  echo "FAIL: xnnpack and portable outputs differ beyond rounding"; failures=$((failures + 1))
+fi
 expect 1 "run with a wrong input shape" -- "$kiln" run "$src/examples/tinynet.onnx" --input "image=$work/out_kir/probs.npy"
 contains "input mismatch names the input" "$err" "input 'image'"
 
@@ -108,8 +126,8 @@ expect 0 "partition -o" -- "$kiln" partition "$src/examples/tinynet.onnx" --back
 contains "partition prints .kir" "$out" "lowered_module_0 = lowered(backend=demo, compile_specs={ops: \"$ops\"}"
 contains "partition keeps the output name" "$out" "user_output(name=probs)"
 expect 0 "fmt --check the delegated program" -- "$kiln" fmt --check "$work/tiny_delegated.kir"
-expect 0 "run the delegated program" -- "$kiln" run "$work/tiny_delegated.kir" --output-dir "$work/out_delegated"
-if ! cmp -s "$work/out_onnx/probs.npy" "$work/out_delegated/probs.npy"; then
+expect 0 "run the delegated program" -- "$kiln" run "$work/tiny_delegated.kir" --backend portable --output-dir "$work/out_delegated"
+if ! cmp -s "$work/out_portable/probs.npy" "$work/out_delegated/probs.npy"; then
   echo "FAIL: the delegated program's output differs from the model's"; failures=$((failures + 1))
 fi
 # What partition prints on the terminal (blobs by size) parses too, but has no blob to run.
@@ -136,7 +154,7 @@ contains "inspect shows symbolic dims at their bound" "$out" "symbolic dims, pla
 contains "inspect shows delegates and specs" "$out" "compile spec ops = '$ops'"
 contains "inspect shows segments and users" "$out" "used by forward/lowered_module_0"
 expect 0 "run the program file" -- "$kiln" run "$work/tiny.kpte" --verify --output-dir "$work/out_kpte"
-if ! cmp -s "$work/out_onnx/probs.npy" "$work/out_kpte/probs.npy"; then
+if ! cmp -s "$work/out_portable/probs.npy" "$work/out_kpte/probs.npy"; then
   echo "FAIL: the program file's output differs from the model's"; failures=$((failures + 1))
 fi
 expect 0 "run the model with the interpreter" -- "$kiln" run "$tiny" --interpreter --output-dir "$work/out_interp"

@@ -1,5 +1,5 @@
 // kiln-runner: runs a .kpte program file with the runtime, the portable kernels and the runtime
-// halves of the HTP and demo delegates, and nothing else (ExecuTorch's executor_runner). It links no IR, no
+// halves of the HTP, XNNPACK and demo delegates, and nothing else (ExecuTorch's executor_runner). It links no IR, no
 // parser, no ONNX and no protobuf; tests/tools/check_runner_symbols.sh holds it to that.
 //
 // Usage: kiln-runner PROGRAM.kpte [--method NAME] [--input NAME=FILE.npy ...] [--output-dir DIR]
@@ -18,6 +18,7 @@
 
 #include "kiln/backends/demo/demo_runtime.h"
 #include "kiln/backends/htp/htp_runtime.h"
+#include "kiln/backends/xnnpack/xnnpack_runtime.h"
 #include "kiln/core/memory.h"
 #include "kiln/core/npy.h"
 #include "kiln/runtime/program.h"
@@ -43,6 +44,7 @@ Status run(const Args& args) {
   runtime::BackendRegistry backends;
   KILN_RETURN_IF_ERROR(backends.add(demo::make_demo_runtime_backend()));
   KILN_RETURN_IF_ERROR(backends.add(htp::make_htp_runtime_backend()));
+  KILN_RETURN_IF_ERROR(backends.add(xnnpack::make_xnnpack_runtime_backend()));
   runtime::MethodOptions options;
   options.num_threads = std::max(1, args.threads);
   auto method = (*program)->load_method(args.method, backends, options);

@@ -18,6 +18,7 @@
 #include "kiln/backends/demo/demo_backend.h"
 #include "kiln/backends/portable/interpreter.h"
 #include "kiln/backends/portable/kernels.h"
+#include "kiln/backends/xnnpack/xnnpack_runtime.h"
 #include "kiln/core/file.h"
 #include "kiln/core/memory.h"
 #include "kiln/core/npy.h"
@@ -183,6 +184,27 @@ std::map<std::string, DimRange, std::less<>> dims_of_inputs(const ExportedProgra
   return dims;
 }
 
+// Refuses a seeded random input too big to make before the model is compiled for it, naming
+// the input: the delegates' own buffers would otherwise be the first to meet its size.
+Status check_random_inputs(const ExportedProgram& program, const GivenInputs& given) {
+  for (const InputSpec& s : program.signature().inputs) {
+    if (s.kind != InputKind::kUserInput || given.count(s.name)) continue;
+    const Node* n = program.graph().find(s.arg);
+    if (n == nullptr || !n->has_spec()) continue;
+    const TensorSpec& spec = n->spec();
+    std::vector<int64_t> sizes;
+    for (const Dim& d : spec.shape) sizes.push_back(d.is_static() ? d.value() : 1);
+    const std::string what = fmt::format("input '{}' ({})", s.name, format_shape(spec.dtype, sizes));
+    auto numel = checked_numel(sizes);
+    const size_t esize = dtype_size(spec.dtype);
+    if (!numel || static_cast<uint64_t>(*numel) > SIZE_MAX / esize) {
+      return invalid_argument("{}: the shape has a negative dim or overflows", what);
+    }
+    KILN_RETURN_IF_ERROR(check_memory(static_cast<size_t>(*numel) * esize, what));
+  }
+  return Status::Ok();
+}
+
 // The runtime over a program file, or over the model compiled in memory.
 Result<Engine> runtime_engine(const RunArgs& args, const GivenInputs& given, bool announce) {
   std::shared_ptr<const runtime::Program> program;
@@ -197,10 +219,14 @@ Result<Engine> runtime_engine(const RunArgs& args, const GivenInputs& given, boo
     cm->name = "forward";
     cm->model = args.model;
     KILN_ASSIGN_OR_RETURN(cm->program, load_model(args.model));
+    KILN_RETURN_IF_ERROR(check_random_inputs(cm->program, given));
     auto dims = dims_of_inputs(cm->program, given);
     std::vector<std::unique_ptr<CompiledMethod>> methods;
     methods.push_back(std::move(cm));
-    KILN_ASSIGN_OR_RETURN(Compiled compiled, compile_programs(std::move(methods), args.compile, dims, log));
+    // The best CPU placement unless told otherwise: XNNPACK for what it takes, portable for the rest.
+    CompileArgs compile = args.compile;
+    if (compile.backends.empty()) compile.backends = {std::string(xnnpack::kBackendId)};
+    KILN_ASSIGN_OR_RETURN(Compiled compiled, compile_programs(std::move(methods), compile, dims, log));
     if (announce) std::cout << log.str();
     KILN_ASSIGN_OR_RETURN(program, load_image(compiled.image));
   }

@@ -13,6 +13,7 @@
 #include "kiln/backends/htp/capture.h"
 #include "kiln/backends/htp/htp_backend.h"
 #include "kiln/backends/htp/programs.h"
+#include "kiln/backends/xnnpack/xnnpack_backend.h"
 #include "kiln/quant/quantizer.h"
 #include "kiln/quant/report.h"
 #include "kiln/core/memory.h"
@@ -23,8 +24,9 @@ namespace kiln::tool {
 
 void add_compile_options(CLI::App& cmd, CompileArgs& args) {
   cmd.add_option("--backend", args.backends,
-                 "Delegate to this backend (repeatable, in order; default: none, every op runs on "
-                 "the portable kernels)");
+                 "Delegate to this backend (repeatable, in order): xnnpack, htp, demo, or portable (no "
+                 "delegate). Default for compile: portable; for run and bench of a model: xnnpack (what XNNPACK "
+                 "takes, the rest on the portable kernels)");
   cmd.add_option("--ops", args.ops, "The demo backend's op set, comma separated (default: all)");
   cmd.add_option("--dim", args.dims,
                  "Range a symbolic dim is planned for, NAME=MIN..MAX (repeatable), e.g. batch=1..8");
@@ -462,9 +464,12 @@ std::string format_delegates(const ExportedProgram& program) {
 }
 
 Result<Compiled> compile_programs(std::vector<std::unique_ptr<CompiledMethod>> methods,
-                                  const CompileArgs& args,
+                                  const CompileArgs& given,
                                   const std::map<std::string, DimRange, std::less<>>& default_dims,
                                   std::ostream& log) {
+  // "portable" names no delegate: what no delegate takes runs on the portable kernels anyway.
+  CompileArgs args = given;
+  std::erase(args.backends, std::string(kPortableBackend));
   SerializeOptions options;
   options.segment_alignment = args.segment_alignment;
   std::vector<std::string> dim_texts = args.dims;
@@ -485,7 +490,9 @@ Result<Compiled> compile_programs(std::vector<std::unique_ptr<CompiledMethod>> m
   KILN_ASSIGN_OR_RETURN(std::vector<quant::Sample> samples, read_calibration(args));
   for (auto& cm : methods) {
     KILN_RETURN_IF_ERROR(check_input_dims(*cm, options));
-    if (std::find(args.backends.begin(), args.backends.end(), htp::kBackendId) != args.backends.end()) {
+    // Static-shape backends: a dim planned for one size becomes that size.
+    if (std::find(args.backends.begin(), args.backends.end(), htp::kBackendId) != args.backends.end() ||
+        std::find(args.backends.begin(), args.backends.end(), xnnpack::kBackendId) != args.backends.end()) {
       KILN_RETURN_IF_ERROR(bind_fixed_dims(*cm, options.dims));
     }
     KILN_RETURN_IF_ERROR(quantize_and_lower(*cm, args, samples, dim_texts, log));

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/ir/exported_program.h"
@@ -17,6 +18,9 @@
 #include "kiln/serialize/program_writer.h"
 
 namespace kiln::tool {
+
+/// The --backend value for no delegate.
+inline constexpr std::string_view kPortableBackend = "portable";
 
 struct CompileArgs {
   std::vector<std::string> backends;  ///< in order: each takes what it supports of what is left
