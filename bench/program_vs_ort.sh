@@ -19,7 +19,7 @@ for b in "$kiln" "$load"; do
   [ -x "$b" ] || { echo "program_vs_ort.sh: $b not found; build it first" >&2; exit 1; }
 done
 if [ -z "${BENCH_OPENBLAS_CORETYPE:-}" ] && grep -q avx512f /proc/cpuinfo; then
-  export OPENBLAS_CORETYPE=SKYLAKEX  # as bench/interp_vs_ort.sh: ORT's MLAS uses AVX-512 here
+  export OPENBLAS_CORETYPE=SKYLAKEX  # as bench/cpu_vs_ort.sh: ORT's MLAS uses AVX-512 here
 fi
 cache=$build/tests/e2e/ort/torch_models
 /usr/bin/python3 "$root/tests/models/export_torch_models.py" "$cache" >&2
