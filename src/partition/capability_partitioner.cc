@@ -331,7 +331,7 @@ Proposal propose_partitions(const ExportedProgram& program, const OperatorSuppor
   }
   out.budget_refusals = groups.refusals();
 
-  // 5. Collect, drop small partitions, keep the largest max_partitions.
+  // 5. Collect, drop small and refused partitions, keep the largest max_partitions.
   std::vector<int64_t> slot(n_nodes, -1);
   std::vector<std::vector<uint32_t>> parts;
   for (uint32_t i = 0; i < n_nodes; ++i) {
@@ -344,8 +344,18 @@ Proposal propose_partitions(const ExportedProgram& program, const OperatorSuppor
     parts[static_cast<size_t>(slot[r])].push_back(i);
   }
   std::vector<std::vector<uint32_t>> kept;
+  std::vector<Node*> nodes;
   for (auto& p : parts) {
     if (p.size() >= options.min_nodes_per_partition) {
+      if (options.keep_partition) {
+        nodes.clear();
+        for (uint32_t i : p) nodes.push_back(order[i]);
+        if (std::string why = options.keep_partition(program, nodes); !why.empty()) {
+          ++out.dropped_unprofitable;
+          for (Node* n : nodes) reject(n, why);
+          continue;
+        }
+      }
       kept.push_back(std::move(p));
       continue;
     }

@@ -221,7 +221,23 @@ TEST(CapabilityPartitioner, MinNodesMaxPartitionsAndTieBreak) {
   EXPECT_EQ(opt.reporter->reason_for("r1"),
             "its partition of 1 nodes is smaller than min_nodes_per_partition (2)");
 
+  // keep_partition sees each partition that is large enough, in graph order, before
+  // max_partitions: refusing the first of three leaves the other two to compete.
+  std::vector<std::string> asked;
+  opt.keep_partition = [&asked](const ExportedProgram&, std::span<Node* const> nodes) -> std::string {
+    asked.push_back(nodes.front()->name());
+    return nodes.front()->name() == "r2" ? "r2 leads it" : "";
+  };
   opt.max_partitions = 1;
+  opt.reporter->clear();
+  p = propose_partitions(b.ep, *support, opt);
+  EXPECT_EQ(asked, (std::vector<std::string>{"r2", "r5", "r7"}));
+  EXPECT_EQ(names(p), (Names{{"r7", "r8", "r9"}}));
+  EXPECT_EQ(p.dropped_unprofitable, 1u);
+  EXPECT_EQ(p.dropped_over_max, 1u);
+  EXPECT_EQ(opt.reporter->reason_for("r3"), "r2 leads it");
+  opt.keep_partition = nullptr;
+
   opt.reporter->clear();
   p = propose_partitions(b.ep, *support, opt);
   EXPECT_EQ(names(p), (Names{{"r2", "r3", "r4"}}));  // equal size: the earlier one wins

@@ -11,7 +11,7 @@
 
 namespace kiln::tool {
 
-/// Compile halves (xnnpack and htp join as they land).
+/// Compile halves: demo, xnnpack, htp.
 Status register_backends(BackendRegistry& registry);
 /// Runtime halves of the same backends; `hooks` receive the HTP delegates' profiles and dumps.
 Status register_runtime_backends(runtime::BackendRegistry& registry, htp::RuntimeHooks hooks = {});

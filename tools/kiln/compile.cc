@@ -181,6 +181,7 @@ Status lower_method(CompiledMethod& cm, const CompileArgs& args,
     options.min_nodes_per_partition = args.min_partition_nodes;
     options.max_partitions = args.max_partitions;
     options.max_nodes_per_partition = args.max_partition_nodes;
+    if (backend == xnnpack::kBackendId) options.keep_partition = xnnpack::xnnpack_partition_worth;
     CapabilityPartitioner partitioner(
         backend, specs, wrap_check(support, cm.reporter), options,
         [&log](std::string_view line) { log << "kiln: warning: " << line << '\n'; });

@@ -20,8 +20,8 @@
 //   4. Refinement: the edges whose merge failed are retried until a pass merges nothing (a merge
 //      can turn a blocking path into an internal one). At the fixpoint no two partitions joined
 //      by an edge can merge without a cycle.
-//   5. Partitions below min_nodes are dropped, then all but the max_partitions largest (ties:
-//      earlier first node wins). Splitting a group never creates a cycle, so this stays exact.
+//   5. Partitions below min_nodes are dropped, then those keep_partition refuses, then all but
+//      the max_partitions largest (ties: earlier first node wins). Splitting a group never creates a cycle, so this stays exact.
 // Complexity: union-find O(alpha); input lists merged small-into-large (O(E log V) total); each
 // check visits only groups in the position window between the two candidates and stops at the
 // first path found. Checks that would scan more than `search_budget` input entries answer
@@ -32,7 +32,9 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,10 @@ namespace kiln {
 struct CapabilityOptions {
   /// Partitions with fewer nodes are not tagged (their nodes stay in the owning program).
   size_t min_nodes_per_partition = 1;
+  /// Asked about each partition of at least min_nodes_per_partition nodes (its nodes in graph
+  /// order): empty keeps it; otherwise the reason it is not worth delegating, reported for each
+  /// of its nodes, which then stay in the owning program. Empty function: every one is kept.
+  std::function<std::string(const ExportedProgram&, std::span<Node* const>)> keep_partition;
   /// Keep at most this many partitions, the largest ones (ties: earlier first node). 0: no limit.
   size_t max_partitions = 0;
   /// Split each kept partition into consecutive pieces (in graph order) of at most this many
@@ -74,6 +80,7 @@ struct Proposal {
   std::vector<std::vector<Node*>> partitions;
   size_t supported_nodes = 0;   ///< call_function nodes the check accepted (before clusters)
   size_t dropped_small = 0;     ///< partitions below min_nodes_per_partition
+  size_t dropped_unprofitable = 0;  ///< partitions keep_partition refused
   size_t dropped_over_max = 0;  ///< partitions beyond max_partitions
   size_t budget_refusals = 0;   ///< merges refused because a check ran out of budget
 };

@@ -125,7 +125,7 @@ bool is_mean_over_hw(const Node& n) {
 bool is_unary(const Node& n) {
   switch (n.target()) {
     case OpId::kRelu: case OpId::kRelu6: case OpId::kClamp: case OpId::kSigmoid: case OpId::kHardswish:
-    case OpId::kLeakyRelu: case OpId::kAbs: case OpId::kNeg: case OpId::kSqrt:
+    case OpId::kHardsigmoid: case OpId::kLeakyRelu: case OpId::kAbs: case OpId::kNeg: case OpId::kSqrt:
       return true;
     default:
       return false;
@@ -161,6 +161,23 @@ SupportResult check_node(const ExportedProgram& ep, const Node& n) {
       if (constant_of(ep, n.input(1)) == nullptr) return no("its weight is not a constant");
       if (!n.arg(2).is_none() && constant_of(ep, n.arg(2).node()) == nullptr) return no("its bias is not a constant");
       if (!conv_window(n, &why)) return no(why);
+      return SupportResult::yes();
+    }
+    case OpId::kConvTranspose2d: {
+      if (constant_of(ep, n.input(1)) == nullptr) return no("its weight is not a constant");
+      if (!n.arg(2).is_none() && constant_of(ep, n.arg(2).node()) == nullptr) return no("its bias is not a constant");
+      auto w = conv_window(n, &why);
+      if (!w) return no(why);
+      auto adj = hw(n.kwarg("output_padding").to_ints(), 0);
+      if (!adj || adj->first < 0 || adj->second < 0) return no("its output_padding is not 1 or 2 non-negative values");
+      if (adj->first >= w->sh || adj->second >= w->sw) return no("an output_padding not below the stride (XNNPACK's adjustment)");
+      return SupportResult::yes();
+    }
+    case OpId::kBatchNorm: {
+      for (size_t i = 1; i < 5; ++i) {
+        if (!n.arg(i).is_none() && constant_of(ep, n.arg(i).node()) == nullptr) return no("its statistics or affine parameters are not constants");
+      }
+      if (rank < 2) return no("batch norm of a tensor of rank below 2");
       return SupportResult::yes();
     }
     case OpId::kLinear:
@@ -411,6 +428,60 @@ class Builder {
         }
         return Status::Ok();
       }
+      case OpId::kConvTranspose2d: {
+        Window w = *conv_window(n, &why);
+        auto adj = *hw(n.kwarg("output_padding").to_ints(), 0);
+        const Tensor& wt = *constant_of(ep_, n.input(1));
+        if (wt.dtype() != DType::kF32) return fail(n, "its weight is not f32");
+        // [I, O/g, kh, kw] -> [O, kh, kw, I/g].
+        const int64_t groups = n.kwarg_int("groups"), cin = wt.dim(0), opg = wt.dim(1), ipg = cin / groups;
+        const int64_t k = w.kh * w.kw;
+        std::vector<float> f(static_cast<size_t>(wt.numel()));
+        const float* src = wt.data_as<float>();
+        for (int64_t g = 0; g < groups; ++g)
+          for (int64_t ic = 0; ic < ipg; ++ic)
+            for (int64_t oc = 0; oc < opg; ++oc)
+              for (int64_t i = 0; i < k; ++i) {
+                f[static_cast<size_t>(((g * opg + oc) * k + i) * ipg + ic)] = src[((g * ipg + ic) * opg + oc) * k + i];
+              }
+        KILN_ASSIGN_OR_RETURN(uint32_t x, value_of(n, n.input(0)));
+        uint32_t filter = add_static({uint64_t(groups * opg), uint64_t(w.kh), uint64_t(w.kw), uint64_t(ipg)}, f.data(), f.size());
+        uint32_t bias = kAbsent;
+        if (!n.arg(2).is_none()) {
+          KILN_ASSIGN_OR_RETURN(bias, value_of(n, n.arg(2).node()));
+        }
+        emit(fb::NodeKind::Deconvolution2d, n, {x, filter, bias}, {output_of(n)},
+             {w.pt, w.pr, w.pb, w.pl, adj.first, adj.second, w.kh, w.kw, w.sh, w.sw, w.dh, w.dw, groups, ipg, opg}, {-kInf, kInf});
+        return Status::Ok();
+      }
+      case OpId::kBatchNorm: {
+        // Inference batch norm: x * scale + shift, one pair per channel (the last dim in NHWC).
+        const int64_t c = out[1];
+        auto param = [&](size_t i) -> Result<const float*> {
+          if (n.arg(i).is_none()) return nullptr;
+          const Tensor& t = *constant_of(ep_, n.arg(i).node());
+          if (t.dtype() != DType::kF32 || t.numel() != c) return fail(n, fmt::format("'{}' is not {} f32 values", n.arg(i).node()->name(), c));
+          return t.data_as<float>();
+        };
+        KILN_ASSIGN_OR_RETURN(const float* weight, param(1));
+        KILN_ASSIGN_OR_RETURN(const float* bias, param(2));
+        KILN_ASSIGN_OR_RETURN(const float* mean, param(3));
+        KILN_ASSIGN_OR_RETURN(const float* var, param(4));
+        if (mean == nullptr || var == nullptr) return fail(n, "its running statistics are missing");
+        const float eps = static_cast<float>(n.kwarg_float("eps"));
+        std::vector<float> scale(static_cast<size_t>(c)), shift(scale.size());
+        for (int64_t i = 0; i < c; ++i) {
+          scale[size_t(i)] = (weight ? weight[i] : 1.0f) / std::sqrt(var[i] + eps);
+          shift[size_t(i)] = (bias ? bias[i] : 0.0f) - mean[i] * scale[size_t(i)];
+        }
+        std::vector<uint64_t> dims(out.size(), 1);
+        dims[out.size() == 4 ? 3 : 1] = uint64_t(c);
+        KILN_ASSIGN_OR_RETURN(uint32_t x, value_of(n, n.input(0)));
+        uint32_t scaled = add_value(xnn_dims(out));
+        emit(fb::NodeKind::Multiply, n, {x, add_static(dims, scale.data(), scale.size())}, {scaled}, {}, {-kInf, kInf});
+        emit(fb::NodeKind::Add, n, {scaled, add_static(dims, shift.data(), shift.size())}, {output_of(n)}, {}, {-kInf, kInf});
+        return Status::Ok();
+      }
       case OpId::kLinear: {
         KILN_ASSIGN_OR_RETURN(uint32_t x, value_of(n, n.input(0)));
         KILN_ASSIGN_OR_RETURN(uint32_t w, value_of(n, n.input(1)));
@@ -518,6 +589,14 @@ class Builder {
       case OpId::kClamp: clamp(bound("min", -kInf), bound("max", kInf)); break;
       case OpId::kSigmoid: emit(fb::NodeKind::Sigmoid, n, {x}, {output_of(n)}); break;
       case OpId::kHardswish: emit(fb::NodeKind::Hardswish, n, {x}, {output_of(n)}); break;
+      case OpId::kHardsigmoid: {
+        // clamp(alpha * x + beta, 0, 1): a multiply, then an add clamped to [0, 1].
+        const float alpha = static_cast<float>(n.kwarg_float("alpha")), beta = static_cast<float>(n.kwarg_float("beta"));
+        uint32_t scaled = add_value(xnn_dims(out));
+        emit(fb::NodeKind::Multiply, n, {x, add_static({1}, &alpha, 1)}, {scaled}, {}, {-kInf, kInf});
+        emit(fb::NodeKind::Add, n, {scaled, add_static({1}, &beta, 1)}, {output_of(n)}, {}, {0, 1});
+        break;
+      }
       case OpId::kLeakyRelu:
         emit(fb::NodeKind::LeakyRelu, n, {x}, {output_of(n)}, {}, {static_cast<float>(n.kwarg_float("negative_slope"))});
         break;
@@ -571,6 +650,25 @@ class Builder {
 
 OperatorSupportPtr xnnpack_operator_support() {
   return support_fn([](const ExportedProgram& ep, const Node& n) { return check_node(ep, n); });
+}
+
+std::string xnnpack_partition_worth(const ExportedProgram& /*program*/, std::span<Node* const> nodes) {
+  size_t calls = 0;
+  for (const Node* n : nodes) {
+    if (n->op() != OpKind::kCallFunction || n->is_call(OpId::kGetitem)) continue;
+    ++calls;
+    switch (n->target()) {
+      case OpId::kConvolution: case OpId::kConvTranspose2d: case OpId::kLinear: case OpId::kAddmm:
+      case OpId::kMatmul: case OpId::kMm: case OpId::kMaxPool2d: case OpId::kAvgPool2d:
+      case OpId::kAdaptiveAvgPool2d: case OpId::kMean: case OpId::kSoftmax:
+        return {};
+      default:
+        break;
+    }
+  }
+  return fmt::format("its partition of {} elementwise op(s) and reshape(s) would cost more to copy in and out of "
+                     "XNNPACK than to run in the portable kernels",
+                     calls);
 }
 
 Result<PreprocessResult> XnnpackBackend::preprocess(const ExportedProgram& submodule,

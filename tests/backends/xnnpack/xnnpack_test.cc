@@ -171,6 +171,32 @@ TEST(Xnnpack, EveryOperatorMatchesTheInterpreter) {
   expect_matches_interpreter(every_operator(), std::span(&in, 1), 1);
 }
 
+// What a detection head and neck use: transposed convolutions (stride, padding, output padding,
+// groups), batch norm after them and on a rank-2 tensor, and hardsigmoid with ONNX's slope.
+TEST(Xnnpack, DecoderOperatorsMatchTheInterpreter) {
+  ExportedProgram p;
+  GraphBuilder b(p);
+  Node* x = b.input("x", testing::f32({2, 4, 5, 6}));
+  Node* up = b.call(OpId::kConvTranspose2d, {x, param(p, "wt", {4, 3, 3, 3}, 21), param(p, "bt", {3}, 22)},
+                    {{"stride", V{2, 2}}, {"padding", V{1, 1}}, {"output_padding", V{1, 0}}});
+  auto variance = [&p](const std::string& name, int64_t n, uint32_t seed) {
+    Tensor t = random_tensor({n}, seed);
+    for (int64_t i = 0; i < n; ++i) t.mutable_data_as<float>()[i] = std::abs(t.data_as<float>()[i]) + 0.1f;
+    return p.add_parameter(name, name, std::move(t));
+  };
+  Node* bn = b.call(OpId::kBatchNorm, {up, param(p, "gamma", {3}, 24), param(p, "beta", {3}, 25), param(p, "mean", {3}, 26),
+                                       variance("var", 3, 23)},
+                    {{"eps", 1e-3}});
+  Node* hs = b.call(OpId::kHardsigmoid, {bn}, {{"alpha", 0.2}, {"beta", 0.5}});
+  Node* grouped = b.call(OpId::kConvTranspose2d, {hs, param(p, "wg", {3, 2, 2, 2}, 27), nullptr},
+                         {{"stride", V{2, 1}}, {"groups", int64_t{3}}, {"dilation", V{1, 2}}});
+  Node* pooled = b.call(OpId::kMean, {grouped}, {{"dim", V{2, 3}}});
+  Node* bn2 = b.call(OpId::kBatchNorm, {pooled, nullptr, nullptr, param(p, "mean2", {6}, 28), variance("var2", 6, 30)});
+  b.outputs({bn2, hs});
+  Tensor in = random_tensor({2, 4, 5, 6}, 29);
+  expect_matches_interpreter(p, std::span(&in, 1), 1);
+}
+
 std::string reason(const ExportedProgram& p, const Node* n) {
   SupportResult r = xnnpack_operator_support()->is_node_supported(p, *n);
   return r.supported ? "(supported)" : r.reason;
@@ -196,10 +222,39 @@ TEST(Xnnpack, WhatItDoesNotTakeSaysWhy) {
   EXPECT_EQ(reason(p, c2), "its weight is not a constant");
   EXPECT_EQ(reason(p, ap), "average pooling with padding (XNNPACK excludes the padding from the count)");
   EXPECT_EQ(reason(p, mp), "(supported)");  // 6x6 by 2: ceil and floor agree
+
   Tensor in = random_tensor({1, 4, 6, 6}, 5);
   Tensor wt = random_tensor({4, 4, 1, 1}, 6);
   std::vector<Tensor> ins{in, wt};
   expect_matches_interpreter(p, ins, 2);
+}
+
+TEST(Xnnpack, DecoderLimitsSayWhy) {
+  ExportedProgram p;
+  GraphBuilder b(p);
+  Node* x = b.input("x", testing::f32({1, 4, 6, 6}));
+  Node* mean = b.input("mean", testing::f32({4}));
+  Node* up = b.call(OpId::kConvTranspose2d, {x, param(p, "wt", {4, 4, 2, 2}, 2), nullptr},
+                    {{"stride", V{2, 2}}, {"dilation", V{3, 3}}, {"output_padding", V{2, 0}}}, "up_padded");
+  Node* bn = b.call(OpId::kBatchNorm, {x, nullptr, nullptr, mean, param(p, "var", {4}, 3)}, {}, "bn_input_mean");
+  b.outputs({up, bn});
+  EXPECT_EQ(reason(p, up), "an output_padding not below the stride (XNNPACK's adjustment)");
+  EXPECT_EQ(reason(p, bn), "its statistics or affine parameters are not constants");
+}
+
+TEST(Xnnpack, OnlyPartitionsThatComputeAreWorthIt) {
+  ExportedProgram p;
+  GraphBuilder b(p);
+  Node* x = b.input("x", testing::f32({1, 4, 6, 6}));
+  Node* r = b.relu(x);
+  Node* a = b.call(OpId::kAdd, {r, 1.0});
+  Node* c = b.call(OpId::kConvolution, {a, param(p, "w", {4, 4, 1, 1}, 1), nullptr});
+  b.outputs({c});
+  std::vector<Node*> elementwise{r, a}, with_conv{r, a, c};
+  EXPECT_EQ(xnnpack_partition_worth(p, elementwise),
+            "its partition of 2 elementwise op(s) and reshape(s) would cost more to copy in and out of XNNPACK than "
+            "to run in the portable kernels");
+  EXPECT_EQ(xnnpack_partition_worth(p, with_conv), "");
 }
 
 TEST(Xnnpack, SymbolicShapesStayOnTheCpu) {

@@ -2,6 +2,8 @@
 // which turns a partition into the delegate blob the runtime half (xnnpack_runtime.h) executes.
 #pragma once
 
+#include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -17,6 +19,13 @@ namespace kiln::xnnpack {
 /// activations, softmax over channels, and reshapes that keep the delegate's NHWC layout; static
 /// shapes only. Everything else gets a reason (WhyNoPartition).
 OperatorSupportPtr xnnpack_operator_support();
+
+/// The partitions worth delegating (CapabilityOptions::keep_partition): those with at least one
+/// node that computes more than it moves (a convolution, fully-connected layer, matmul, pooling,
+/// mean or softmax). A partition of elementwise ops and reshapes alone is refused with the
+/// reason: copying its data in and out of the delegate (and reordering rank-4 data to NHWC and
+/// back) costs more than running it in the portable kernels.
+std::string xnnpack_partition_worth(const ExportedProgram& program, std::span<Node* const> nodes);
 
 /// Compile side. preprocess writes the submodule as an XNNPACK graph: rank-4 activations NHWC
 /// inside, weights in XNNPACK's layouts in the blob (packed once at init), the delegate's
