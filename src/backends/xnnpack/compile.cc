@@ -12,6 +12,7 @@
 #include <limits>
 #include <numeric>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "kiln/backends/xnnpack/xnnpack_backend.h"
 #include "kiln/lower/delegate_mapping.h"
@@ -30,6 +31,109 @@ const Tensor* constant_of(const ExportedProgram& ep, const Node* v) {
 }
 
 std::vector<int64_t> static_shape(const Node& v) { return v.spec().static_shape().value_or(std::vector<int64_t>{}); }
+
+// Whether `v` is known when compiling: a constant, a dequantize of constants (quantized weights
+// and biases), or a 2-D transpose of one (a Gemm's weight).
+bool foldable(const ExportedProgram& ep, const Node* v) {
+  if (v == nullptr) return false;
+  if (constant_of(ep, v) != nullptr) return true;
+  if (v->is_call(OpId::kDequantizePerTensor)) return constant_of(ep, v->input(0)) != nullptr;
+  if (v->is_call(OpId::kDequantizePerChannel)) {
+    return constant_of(ep, v->input(0)) && constant_of(ep, v->input(1)) && constant_of(ep, v->input(2));
+  }
+  if (v->is_call(OpId::kPermute)) {
+    return v->kwarg("dims").to_ints() == std::vector<int64_t>{1, 0} && foldable(ep, v->input(0));
+  }
+  return false;
+}
+
+// The value of a foldable `v` (see foldable): the constant itself, or the f32 tensor its
+// dequantize or transpose computes.
+std::optional<Tensor> fold(const ExportedProgram& ep, const Node* v) {
+  if (const Tensor* c = constant_of(ep, v)) return *c;
+  if (!foldable(ep, v)) return std::nullopt;
+  if (v->is_call(OpId::kPermute)) {
+    std::optional<Tensor> x = fold(ep, v->input(0));
+    if (!x || x->rank() != 2 || x->dtype() != DType::kF32) return std::nullopt;
+    const int64_t r = x->dim(0), c = x->dim(1);
+    Tensor t(DType::kF32, {c, r});
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j) t.mutable_data_as<float>()[j * r + i] = x->data_as<float>()[i * c + j];
+    return t;
+  }
+  const Tensor& codes = *constant_of(ep, v->input(0));
+  Tensor t(DType::kF32, codes.shape());
+  float* out = t.mutable_data_as<float>();
+  if (v->is_call(OpId::kDequantizePerTensor)) {
+    const double scale = v->kwarg_float("scale"), zp = double(v->kwarg_int("zero_point"));
+    for (int64_t i = 0; i < codes.numel(); ++i) out[i] = static_cast<float>((codes.scalar_at(i) - zp) * scale);
+    return t;
+  }
+  const Tensor& scales = *constant_of(ep, v->input(1));
+  const Tensor& zps = *constant_of(ep, v->input(2));
+  int64_t axis = v->kwarg_int("axis");
+  axis = axis < 0 ? axis + codes.rank() : axis;
+  if (axis < 0 || axis >= codes.rank() || scales.numel() != codes.dim(axis) || zps.numel() != codes.dim(axis)) return std::nullopt;
+  int64_t inner = 1;
+  for (int64_t d = axis + 1; d < codes.rank(); ++d) inner *= codes.dim(d);
+  for (int64_t i = 0; i < codes.numel(); ++i) {
+    const int64_t c = i / inner % codes.dim(axis);
+    out[i] = static_cast<float>((codes.scalar_at(i) - zps.scalar_at(c)) * scales.scalar_at(c));
+  }
+  return t;
+}
+
+// ---- quantized activations ---------------------------------------------------------------------
+
+// Per-tensor codes XNNPACK holds as qint8: int8, or uint8 shifted by 128, over the full range.
+struct ActQuant {
+  float scale = 1;
+  int zero_point = 0;  // the model's
+  bool uint8 = false;
+  int xnn_zero_point() const { return zero_point - (uint8 ? 128 : 0); }
+  bool operator==(const ActQuant& o) const { return scale == o.scale && zero_point == o.zero_point && uint8 == o.uint8; }
+};
+
+// The codes of a quantize_per_tensor or dequantize_per_tensor node, when XNNPACK can hold them.
+std::optional<ActQuant> act_quant(const Node& n) {
+  if (!n.is_call(OpId::kQuantizePerTensor) && !n.is_call(OpId::kDequantizePerTensor)) return std::nullopt;
+  const DType t = n.kwarg("dtype").to_dtype();
+  if (t != DType::kU8 && t != DType::kI8) return std::nullopt;
+  const bool u8 = t == DType::kU8;
+  const int64_t lo = u8 ? 0 : -128, hi = u8 ? 255 : 127, zp = n.kwarg_int("zero_point");
+  const double scale = n.kwarg_float("scale");
+  if (n.kwarg_int("quant_min") != lo || n.kwarg_int("quant_max") != hi || zp < lo || zp > hi) return std::nullopt;
+  if (!(scale >= 1e-30 && scale <= 1e30)) return std::nullopt;
+  if (n.is_call(OpId::kDequantizePerTensor) && n.kwarg("out_dtype").to_dtype() != DType::kF32) return std::nullopt;
+  return ActQuant{static_cast<float>(scale), static_cast<int>(zp), u8};
+}
+
+// The fused activation's output range (relu, relu6, clamp, hardtanh), or nullopt for others.
+std::optional<std::pair<float, float>> activation_range(const Node& n) {
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  auto bound = [&](const char* name, float dflt) {
+    const Arg& a = n.kwarg(name);
+    return a.is_none() ? dflt : static_cast<float>(a.to_float());
+  };
+  if (n.is_call(OpId::kRelu)) return std::make_pair(0.0f, inf);
+  if (n.is_call(OpId::kRelu6)) return std::make_pair(0.0f, 6.0f);
+  if (n.is_call(OpId::kClamp)) return std::make_pair(bound("min", -inf), bound("max", inf));
+  return std::nullopt;
+}
+
+// The quantize node `op`'s result goes to, through at most one activation XNNPACK fuses (each
+// the only user of what it reads); null when there is none. `act` gets the activation.
+const Node* quant_sink(const Node& op, const Node** act) {
+  *act = nullptr;
+  if (op.num_users() != 1) return nullptr;
+  const Node* u = op.users()[0];
+  if (activation_range(*u) && u->input(0) == &op) {
+    if (u->num_users() != 1) return nullptr;
+    *act = u;
+    u = u->users()[0];
+  }
+  return u->is_call(OpId::kQuantizePerTensor) && act_quant(*u) ? u : nullptr;
+}
 
 // Whether NCHW and NHWC hold a rank-4 shape's elements in the same order (one of C, H*W is 1),
 // or the shape is not rank 4: a reshape between such shapes keeps the delegate's layout.
@@ -136,15 +240,26 @@ SupportResult no(std::string why) { return SupportResult::no(std::move(why)); }
 
 SupportResult check_node(const ExportedProgram& ep, const Node& n) {
   if (n.is_call(OpId::kCallDelegate) || n.is_call(OpId::kGetitem)) return no(fmt::format("op '{}' is not an XNNPACK op", n.target_name()));
+  // Quantized graphs: weights are dequantized when compiling; activations stay int8 codes.
+  if (n.is_call(OpId::kDequantizePerTensor) || n.is_call(OpId::kDequantizePerChannel) || n.is_call(OpId::kPermute)) {
+    if (foldable(ep, &n)) return SupportResult::yes();
+    if (n.is_call(OpId::kPermute)) return no("a permute of other than a constant matrix (XNNPACK here has no transpose)");
+    if (!n.is_call(OpId::kDequantizePerTensor) || !act_quant(n)) {
+      return no("a dequantize of other than int8 or uint8 codes over their full range, per tensor");
+    }
+  } else if (n.is_call(OpId::kQuantizePerTensor) && !act_quant(n)) {
+    return no("a quantize to other than int8 or uint8 codes over their full range");
+  }
+  const bool quant = n.is_call(OpId::kQuantizePerTensor) || n.is_call(OpId::kDequantizePerTensor);
   // Static fp32 tensors in and out.
-  auto check_value = [](const Node& v, const char* what) -> std::string {
+  auto check_value = [quant](const Node& v, const char* what) -> std::string {
     if (!v.has_spec()) return fmt::format("{} '{}' has no known shape", what, v.name());
     if (v.meta.val.size() != 1) return fmt::format("{} '{}' is a tuple", what, v.name());
     if (!v.spec().is_static()) {
       return fmt::format("{} '{}' has the symbolic shape {} (XNNPACK graphs are static: bind it with --dim)", what,
                          v.name(), v.spec().to_string());
     }
-    if (v.spec().dtype != DType::kF32) return fmt::format("{} '{}' is {}, not f32", what, v.name(), dtype_name(v.spec().dtype));
+    if (v.spec().dtype != DType::kF32 && !quant) return fmt::format("{} '{}' is {}, not f32", what, v.name(), dtype_name(v.spec().dtype));
     if (v.spec().rank() == 0 || v.spec().rank() > 6) return fmt::format("{} '{}' has rank {} (XNNPACK takes 1 to 6)", what, v.name(), v.spec().rank());
     return {};
   };
@@ -155,17 +270,18 @@ SupportResult check_node(const ExportedProgram& ep, const Node& n) {
   const std::vector<int64_t> out = static_shape(n);
   const size_t rank = out.size();
   std::string why;
+  if (quant) return SupportResult::yes();
   switch (n.target()) {
     case OpId::kConvolution: {
       if (rank != 4) return no("only 2-D convolutions run on XNNPACK");
-      if (constant_of(ep, n.input(1)) == nullptr) return no("its weight is not a constant");
-      if (!n.arg(2).is_none() && constant_of(ep, n.arg(2).node()) == nullptr) return no("its bias is not a constant");
+      if (!foldable(ep, n.input(1))) return no("its weight is not a constant");
+      if (!n.arg(2).is_none() && !foldable(ep, n.arg(2).node())) return no("its bias is not a constant");
       if (!conv_window(n, &why)) return no(why);
       return SupportResult::yes();
     }
     case OpId::kConvTranspose2d: {
-      if (constant_of(ep, n.input(1)) == nullptr) return no("its weight is not a constant");
-      if (!n.arg(2).is_none() && constant_of(ep, n.arg(2).node()) == nullptr) return no("its bias is not a constant");
+      if (!foldable(ep, n.input(1))) return no("its weight is not a constant");
+      if (!n.arg(2).is_none() && !foldable(ep, n.arg(2).node())) return no("its bias is not a constant");
       auto w = conv_window(n, &why);
       if (!w) return no(why);
       auto adj = hw(n.kwarg("output_padding").to_ints(), 0);
@@ -175,20 +291,20 @@ SupportResult check_node(const ExportedProgram& ep, const Node& n) {
     }
     case OpId::kBatchNorm: {
       for (size_t i = 1; i < 5; ++i) {
-        if (!n.arg(i).is_none() && constant_of(ep, n.arg(i).node()) == nullptr) return no("its statistics or affine parameters are not constants");
+        if (!n.arg(i).is_none() && !foldable(ep, n.arg(i).node())) return no("its statistics or affine parameters are not constants");
       }
       if (rank < 2) return no("batch norm of a tensor of rank below 2");
       return SupportResult::yes();
     }
     case OpId::kLinear:
       if (rank == 4) return no("a fully-connected layer on a rank-4 input (NHWC inside the delegate)");
-      if (constant_of(ep, n.input(1)) == nullptr) return no("its weight is not a constant");
-      if (!n.arg(2).is_none() && constant_of(ep, n.arg(2).node()) == nullptr) return no("its bias is not a constant");
+      if (!foldable(ep, n.input(1))) return no("its weight is not a constant");
+      if (!n.arg(2).is_none() && !foldable(ep, n.arg(2).node())) return no("its bias is not a constant");
       return SupportResult::yes();
     case OpId::kAddmm: {
       if (n.kwarg_float("beta") != 1 || n.kwarg_float("alpha") != 1) return no("addmm with beta or alpha other than 1");
       const Node* bias = n.arg(0).node();
-      if (constant_of(ep, n.arg(2).node()) == nullptr || constant_of(ep, bias) == nullptr) return no("its weight or bias is not a constant");
+      if (!foldable(ep, n.arg(2).node()) || !foldable(ep, bias)) return no("its weight or bias is not a constant");
       auto bs = static_shape(*bias);
       if (std::accumulate(bs.begin(), bs.end(), int64_t{1}, std::multiplies<>()) != out[1]) return no("its bias is not one value per output column");
       return SupportResult::yes();
@@ -196,7 +312,7 @@ SupportResult check_node(const ExportedProgram& ep, const Node& n) {
     case OpId::kMatmul:
     case OpId::kMm: {
       const Node* b = n.arg(1).node();
-      if (constant_of(ep, b) == nullptr || static_shape(*b).size() != 2) return no("its second operand is not a 2-D constant (XNNPACK has no batched matmul)");
+      if (!foldable(ep, b) || static_shape(*b).size() != 2) return no("its second operand is not a 2-D constant (XNNPACK has no batched matmul)");
       size_t ra = static_shape(*n.arg(0).node()).size();
       if (ra < 2 || ra > 3) return no("a matmul whose first operand is not 2-D or 3-D");
       return SupportResult::yes();
@@ -221,8 +337,8 @@ SupportResult check_node(const ExportedProgram& ep, const Node& n) {
       return SupportResult::yes();
     }
     case OpId::kPrelu: {
-      const Tensor* slope = constant_of(ep, n.input(1));
-      if (slope == nullptr) return no("its slope is not a constant");
+      std::optional<Tensor> slope = fold(ep, n.input(1));
+      if (!slope) return no("its slope is not a constant");
       if (rank != 2 && rank != 4) return no("prelu on other than rank 2 or 4 (XNNPACK's slope runs along the channels)");
       if (slope->numel() != 1 && slope->numel() != out[1]) return no("its slope is not one value per channel");
       return SupportResult::yes();
@@ -236,7 +352,7 @@ SupportResult check_node(const ExportedProgram& ep, const Node& n) {
       if (rank == 4) {
         for (size_t i = 0; i < 2; ++i) {
           const Node* v = n.arg(i).is_node() ? n.arg(i).node() : nullptr;
-          if (v == nullptr || constant_of(ep, v) != nullptr) continue;
+          if (v == nullptr || foldable(ep, v)) continue;
           auto s = static_shape(*v);
           if (s.size() != 4 && std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>()) != 1) {
             return no(fmt::format("operand '{}' of rank {} broadcasts against a rank-4 tensor (NHWC inside the delegate)", v->name(), s.size()));
@@ -281,29 +397,50 @@ class Builder {
 
   Result<std::vector<uint8_t>> build(const std::vector<Node*>& order) {
     for (Node* in : ep_.user_inputs()) {
-      if (!in->has_spec() || !in->spec().is_static() || in->spec().dtype != DType::kF32) {
-        return fail(*in, "a delegate input must be a static f32 tensor");
-      }
+      if (!in->has_spec() || !in->spec().is_static()) return fail(*in, "a delegate input must have a static shape");
       auto s = static_shape(*in);
-      uint32_t id = add_value(xnn_dims(s));
+      uint32_t id;
+      if (in->spec().dtype == DType::kF32) {
+        id = add_value(xnn_dims(s));
+        ids_[in] = id;
+      } else {
+        // Int8 or uint8 codes, read by dequantize nodes that agree on their parameters.
+        std::optional<ActQuant> q;
+        for (const Node* u : in->users()) {
+          std::optional<ActQuant> uq = u->is_call(OpId::kDequantizePerTensor) ? act_quant(*u) : std::nullopt;
+          if (!uq || (q && !(*q == *uq))) return fail(*in, "a delegate input of codes must be read by dequantize nodes of one scale and zero point");
+          q = uq;
+        }
+        if (!q) return fail(*in, "a delegate input of codes is not dequantized");
+        id = add_qint8(xnn_dims(s), *q);
+        values_[id].caller_uint8 = q->uint8;
+        qids_[in] = id;
+      }
       values_[id].input_index = static_cast<int>(inputs_.size());
       values_[id].nchw = s.size() == 4;
       inputs_.push_back(id);
-      ids_[in] = id;
     }
     for (Node* n : order) {
-      if (n->op() != OpKind::kCallFunction) continue;
+      if (n->op() != OpKind::kCallFunction || fused_.count(n)) continue;
       if (SupportResult r = check_node(ep_, *n); !r.supported) return fail(*n, r.reason);
       KILN_RETURN_IF_ERROR(define(*n));
     }
     for (Node* out : ep_.user_outputs()) {
-      auto it = ids_.find(out);
-      if (it == ids_.end() || out->op() != OpKind::kCallFunction) return fail(*out, "a delegate output must be computed by the delegate");
-      ValueDesc& v = values_[it->second];
-      if (v.output_index >= 0) return fail(*out, "the delegate returns it twice");
+      if (out->op() != OpKind::kCallFunction) return fail(*out, "a delegate output must be computed by the delegate");
+      uint32_t id;
+      if (auto q = qids_.find(out); q != qids_.end()) {
+        id = q->second;
+        values_[id].caller_uint8 = act_quant(*out)->uint8;
+      } else if (ids_.count(out) || out->is_call(OpId::kDequantizePerTensor)) {
+        KILN_ASSIGN_OR_RETURN(id, float_of(*out, out));
+      } else {
+        return fail(*out, "a delegate output must be computed by the delegate");
+      }
+      ValueDesc& v = values_[id];
+      if (v.output_index >= 0 || v.input_index >= 0 || v.size != 0) return fail(*out, "the delegate returns it twice, or returns an input or constant");
       v.output_index = static_cast<int>(outputs_.size());
       v.nchw = v.dims.size() == 4;
-      outputs_.push_back(it->second);
+      outputs_.push_back(id);
     }
     return finish();
   }
@@ -314,6 +451,12 @@ class Builder {
     uint64_t offset = 0, size = 0;
     int input_index = -1, output_index = -1;
     bool nchw = false;
+    fb::DataType dtype = fb::DataType::Fp32;
+    float scale = 1;
+    int zero_point = 0;
+    std::vector<float> channel_scales;
+    uint32_t channel_dim = 0;
+    bool caller_uint8 = false;
   };
   struct NodeDesc {
     fb::NodeKind kind;
@@ -332,20 +475,51 @@ class Builder {
     return static_cast<uint32_t>(values_.size() - 1);
   }
 
-  uint32_t add_static(std::vector<uint64_t> dims, const float* data, size_t count) {
+  template <typename T>
+  uint32_t add_static(std::vector<uint64_t> dims, const T* data, size_t count) {
     uint32_t id = add_value(std::move(dims));
     data_.resize((data_.size() + 63) / 64 * 64);
     values_[id].offset = data_.size();
-    values_[id].size = count * sizeof(float);
-    data_.resize(data_.size() + count * sizeof(float));
-    if (count) std::memcpy(data_.data() + values_[id].offset, data, count * sizeof(float));
+    values_[id].size = count * sizeof(T);
+    data_.resize(data_.size() + count * sizeof(T));
+    if (count) std::memcpy(data_.data() + values_[id].offset, data, count * sizeof(T));
     return id;
   }
 
-  // The value of `v`: computed by an earlier node, a delegate input, or a constant (rank 4: NHWC).
+  uint32_t add_qint8(std::vector<uint64_t> dims, const ActQuant& q) {
+    uint32_t id = add_value(std::move(dims));
+    values_[id].dtype = fb::DataType::QInt8;
+    values_[id].scale = q.scale;
+    values_[id].zero_point = q.xnn_zero_point();
+    return id;
+  }
+
+  // The qint8 value of quantized codes `v`: a quantize node defined earlier, or a delegate input.
+  Result<uint32_t> codes_of(const Node& user, const Node* v) {
+    if (auto it = qids_.find(v); it != qids_.end()) return it->second;
+    return fail(user, fmt::format("operand '{}' has no int8 codes in the delegate", v->name()));
+  }
+
+  // The f32 value of `v`. A dequantize of codes becomes a convert, made once.
+  Result<uint32_t> float_of(const Node& user, const Node* v) {
+    if (auto it = ids_.find(v); it != ids_.end()) return it->second;
+    if (v->is_call(OpId::kDequantizePerTensor) && !foldable(ep_, v)) {
+      KILN_ASSIGN_OR_RETURN(uint32_t codes, codes_of(user, v->input(0)));
+      uint32_t id = add_value(values_[codes].dims);
+      emit(fb::NodeKind::Convert, *v, {codes}, {id});
+      ids_[v] = id;
+      return id;
+    }
+    return value_of(user, v);
+  }
+
+  // The f32 value of `v`: computed by an earlier node, a delegate input, a dequantize of codes,
+  // or a constant (folded; rank 4: NHWC).
   Result<uint32_t> value_of(const Node& user, const Node* v) {
     if (auto it = ids_.find(v); it != ids_.end()) return it->second;
-    const Tensor* c = constant_of(ep_, v);
+    if (v->is_call(OpId::kDequantizePerTensor) && !foldable(ep_, v)) return float_of(user, v);
+    std::optional<Tensor> folded = fold(ep_, v);
+    const Tensor* c = folded ? &*folded : nullptr;
     if (c == nullptr) return fail(user, fmt::format("operand '{}' is neither computed in the delegate nor a constant", v->name()));
     if (c->dtype() != DType::kF32) return fail(user, fmt::format("constant '{}' is {}, not f32", v->name(), dtype_name(c->dtype())));
     std::vector<int64_t> s = c->shape();
@@ -364,12 +538,19 @@ class Builder {
       return add_static({1}, &x, 1);
     }
     const Node* v = a.node();
-    const Tensor* c = constant_of(ep_, v);
+    std::optional<Tensor> folded = foldable(ep_, v) ? fold(ep_, v) : std::nullopt;
+    const Tensor* c = folded ? &*folded : nullptr;
     if (c == nullptr || out_rank != 4 || c->rank() == 4) return value_of(n, v);
     if (c->dtype() != DType::kF32) return fail(n, fmt::format("constant '{}' is {}, not f32", v->name(), dtype_name(c->dtype())));
     std::vector<int64_t> s(4 - c->rank(), 1);
     s.insert(s.end(), c->shape().begin(), c->shape().end());
     return add_static(xnn_dims(s), to_nhwc(c->data_as<float>(), s).data(), size_t(c->numel()));
+  }
+
+  Result<Tensor> folded(const Node& user, const Node* v) {
+    std::optional<Tensor> t = fold(ep_, v);
+    if (!t) return fail(user, fmt::format("operand '{}' is not known when compiling", v->name()));
+    return std::move(*t);
   }
 
   uint32_t output_of(const Node& n) {
@@ -385,13 +566,233 @@ class Builder {
 
   static constexpr float kInf = std::numeric_limits<float>::infinity();
 
+  // Quantize: fused into the operator that produced its input, or a convert of f32 to codes.
+  // Dequantize: nothing until an f32 reader asks (float_of). Weights fold when compiling.
+  Status define_quant(const Node& n) {
+    if (n.is_call(OpId::kQuantizePerTensor)) {
+      KILN_ASSIGN_OR_RETURN(uint32_t x, value_of(n, n.input(0)));
+      uint32_t id = add_qint8(xnn_dims(static_shape(n)), *act_quant(n));
+      emit(fb::NodeKind::Convert, n, {x}, {id});
+      qids_[&n] = id;
+    }
+    return Status::Ok();
+  }
+
+  // Quantized weights, scale per output channel: the int8 codes of a dequantize (per channel
+  // along dim 0, or per tensor) of constants with zero points 0, or of its 2-D transpose.
+  struct QWeight {
+    Tensor codes;  // i8, as the model stores them ([O, ...])
+    std::vector<float> scales;
+  };
+  std::optional<QWeight> qweight(const Node* w, bool transposed) {
+    if (transposed) {
+      if (w == nullptr || !w->is_call(OpId::kPermute) || w->kwarg("dims").to_ints() != std::vector<int64_t>{1, 0}) return std::nullopt;
+      w = w->input(0);
+    }
+    if (w == nullptr || !foldable(ep_, w)) return std::nullopt;
+    const bool per_tensor = w->is_call(OpId::kDequantizePerTensor);
+    if (!per_tensor && !w->is_call(OpId::kDequantizePerChannel)) return std::nullopt;
+    const Tensor& codes = *constant_of(ep_, w->input(0));
+    if (codes.dtype() != DType::kI8 || codes.rank() < 1) return std::nullopt;
+    const int64_t o = codes.dim(0);
+    QWeight q{codes, std::vector<float>(static_cast<size_t>(o))};
+    if (per_tensor) {
+      if (w->kwarg_int("zero_point") != 0) return std::nullopt;
+      std::fill(q.scales.begin(), q.scales.end(), static_cast<float>(w->kwarg_float("scale")));
+    } else {
+      const Tensor& scales = *constant_of(ep_, w->input(1));
+      const Tensor& zps = *constant_of(ep_, w->input(2));
+      if (w->kwarg_int("axis") != 0 || scales.numel() != o || zps.numel() != o) return std::nullopt;
+      for (int64_t c = 0; c < o; ++c) {
+        if (zps.scalar_at(c) != 0) return std::nullopt;
+        q.scales[size_t(c)] = static_cast<float>(scales.scalar_at(c));
+      }
+    }
+    for (float x : q.scales) {
+      if (!(x > 0) || !std::isfinite(x)) return std::nullopt;
+    }
+    return q;
+  }
+
+  // The codes a quantized operator reads: a dequantize of codes the delegate holds.
+  std::optional<ActQuant> quantized_input(const Node* v) {
+    if (v == nullptr || !v->is_call(OpId::kDequantizePerTensor) || foldable(ep_, v)) return std::nullopt;
+    if (!qids_.count(v->input(0))) return std::nullopt;
+    return act_quant(*v);
+  }
+
+  // Defines `n` on int8 codes when it reads dequantized codes, its result is quantized (through
+  // at most one fused activation) and XNNPACK's limits allow it; false: define it in f32.
+  Result<bool> define_quantized(const Node& n) {
+    const Node* act = nullptr;
+    const Node* sink = quant_sink(n, &act);
+    if (sink == nullptr) {
+      // A lone activation between a dequantize and a quantize of the same codes: a clamp.
+      if (!activation_range(n) || n.num_users() != 1) return false;
+      sink = n.users()[0];
+      if (!sink->is_call(OpId::kQuantizePerTensor) || !act_quant(*sink)) return false;
+      act = &n;
+    }
+    const ActQuant oq = *act_quant(*sink);
+    constexpr float inf = std::numeric_limits<float>::infinity();
+    auto [lo, hi] = act ? *activation_range(*act) : std::make_pair(-inf, inf);
+    const auto out = static_shape(*sink);
+    auto finish = [&](uint32_t id) {
+      qids_[sink] = id;
+      if (act != nullptr) fused_.insert(act);
+      fused_.insert(sink);
+      return true;
+    };
+    auto ratio_in = [](float r, float min, float max) { return r >= min && r < max; };
+    if (act == &n) {
+      std::optional<ActQuant> iq = quantized_input(n.input(0));
+      if (!iq || !(*iq == oq)) return false;
+      uint32_t y = add_qint8(xnn_dims(out), oq);
+      emit(fb::NodeKind::Clamp, n, {qids_[n.input(0)->input(0)]}, {y}, {}, {lo, hi});
+      return finish(y);
+    }
+    switch (n.target()) {
+      case OpId::kConvolution:
+      case OpId::kLinear:
+      case OpId::kAddmm: {
+        const bool addmm = n.is_call(OpId::kAddmm), conv = n.is_call(OpId::kConvolution);
+        const Node* xn = addmm ? n.arg(1).node() : n.input(0);
+        std::optional<ActQuant> iq = quantized_input(xn);
+        std::optional<QWeight> w = qweight(addmm ? n.arg(2).node() : n.input(1), addmm);
+        const Node* bias = addmm ? n.arg(0).node() : n.arg(2).is_none() ? nullptr : n.arg(2).node();
+        if (!iq || !w || (bias != nullptr && !foldable(ep_, bias))) return false;
+        const auto in_shape = static_shape(*xn);
+        if (!conv && in_shape.size() != 2) return false;
+        for (float ws : w->scales) {
+          if (!ratio_in(iq->scale * ws / oq.scale, 0x1.0p-32f, 256.0f)) return false;
+        }
+        const int64_t o = w->codes.dim(0);
+        std::vector<int32_t> b(static_cast<size_t>(o), 0);
+        std::vector<float> bias_scales(b.size());
+        std::optional<Tensor> bf = bias ? fold(ep_, bias) : std::nullopt;
+        if (bias != nullptr && (!bf || bf->dtype() != DType::kF32 || bf->numel() != o)) return false;
+        for (int64_t c = 0; c < o; ++c) {
+          bias_scales[size_t(c)] = iq->scale * w->scales[size_t(c)];
+          if (bf) {
+            double q = std::nearbyint(double(bf->data_as<float>()[c]) / bias_scales[size_t(c)]);
+            if (std::abs(q) > 2147483647.0) return false;
+            b[size_t(c)] = static_cast<int32_t>(q);
+          }
+        }
+        uint32_t x = qids_[xn->input(0)];
+        const int8_t* codes = w->codes.data_as<int8_t>();
+        std::vector<int64_t> ints;
+        std::vector<int8_t> f(static_cast<size_t>(w->codes.numel()));
+        std::vector<uint64_t> fdims;
+        fb::NodeKind kind = fb::NodeKind::Convolution2d;
+        uint32_t channel_dim = 0;
+        if (conv) {
+          std::string why;
+          Window win = *conv_window(n, &why);
+          const int64_t ipg = w->codes.dim(1), groups = n.kwarg_int("groups"), cin = in_shape[1], k = win.kh * win.kw;
+          ints = {win.pt, win.pr, win.pb, win.pl, win.kh, win.kw, win.sh, win.sw, win.dh, win.dw};
+          if (groups == cin && ipg == 1 && groups > 1) {
+            for (int64_t c = 0; c < o; ++c)
+              for (int64_t i = 0; i < k; ++i) f[size_t(i * o + c)] = codes[c * k + i];
+            fdims = {1, uint64_t(win.kh), uint64_t(win.kw), uint64_t(o)};
+            kind = fb::NodeKind::DepthwiseConvolution2d;
+            channel_dim = 3;
+            ints.push_back(o / cin);
+            ints.push_back(cin);
+          } else {
+            for (int64_t oc = 0; oc < o; ++oc)
+              for (int64_t ic = 0; ic < ipg; ++ic)
+                for (int64_t i = 0; i < k; ++i) f[size_t((oc * k + i) * ipg + ic)] = codes[(oc * ipg + ic) * k + i];
+            fdims = {uint64_t(o), uint64_t(win.kh), uint64_t(win.kw), uint64_t(ipg)};
+            ints.push_back(groups);
+            ints.push_back(ipg);
+            ints.push_back(o / groups);
+          }
+        } else {
+          // A fully-connected layer as a 1x1 convolution over [N, 1, 1, K] (this XNNPACK has no
+          // per-channel int8 fully-connected operator).
+          const int64_t kdim = w->codes.dim(1);
+          if (w->codes.rank() != 2 || kdim != in_shape[1]) return false;
+          std::memcpy(f.data(), codes, f.size());
+          fdims = {uint64_t(o), 1, 1, uint64_t(kdim)};
+          ints = {0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, kdim, o};
+          uint32_t x4 = add_qint8({uint64_t(in_shape[0]), 1, 1, uint64_t(kdim)}, *iq);
+          emit(fb::NodeKind::StaticReshape, n, {x}, {x4}, {in_shape[0], 1, 1, kdim});
+          x = x4;
+        }
+        uint32_t filter = add_static(fdims, f.data(), f.size());
+        values_[filter].dtype = fb::DataType::QCInt8;
+        values_[filter].channel_scales = w->scales;
+        values_[filter].channel_dim = channel_dim;
+        uint32_t bv = add_static({uint64_t(o)}, b.data(), b.size());
+        values_[bv].dtype = fb::DataType::QCInt32;
+        values_[bv].channel_scales = bias_scales;
+        if (conv) {
+          uint32_t y = add_qint8(xnn_dims(out), oq);
+          emit(kind, n, {x, filter, bv}, {y}, ints, {lo, hi});
+          return finish(y);
+        }
+        uint32_t y4 = add_qint8({uint64_t(out[0]), 1, 1, uint64_t(o)}, oq);
+        emit(kind, n, {x, filter, bv}, {y4}, ints, {lo, hi});
+        uint32_t y = add_qint8(xnn_dims(out), oq);
+        emit(fb::NodeKind::StaticReshape, n, {y4}, {y}, {out[0], o});
+        return finish(y);
+      }
+      case OpId::kMaxPool2d: {
+        std::optional<ActQuant> iq = quantized_input(n.input(0));
+        if (!iq || !(*iq == oq)) return false;
+        std::string why;
+        Window w = *pool_window(n, &why);
+        uint32_t y = add_qint8(xnn_dims(out), oq);
+        emit(fb::NodeKind::MaxPooling2d, n, {qids_[n.input(0)->input(0)]}, {y},
+             {w.pt, w.pr, w.pb, w.pl, w.kh, w.kw, w.sh, w.sw, w.dh, w.dw}, {lo, hi});
+        return finish(y);
+      }
+      case OpId::kAdd: {
+        if (!n.arg(0).is_node() || !n.arg(1).is_node() || n.kwarg_float("alpha") != 1) return false;
+        std::optional<ActQuant> a = quantized_input(n.arg(0).node()), b = quantized_input(n.arg(1).node());
+        if (!a || !b || !ratio_in(a->scale / oq.scale, 0x1.0p-10f, 256.0f) || !ratio_in(b->scale / oq.scale, 0x1.0p-10f, 256.0f)) return false;
+        if (static_shape(*n.arg(0).node()) != out || static_shape(*n.arg(1).node()) != out) return false;
+        uint32_t y = add_qint8(xnn_dims(out), oq);
+        emit(fb::NodeKind::Add, n, {qids_[n.arg(0).node()->input(0)], qids_[n.arg(1).node()->input(0)]}, {y}, {}, {lo, hi});
+        return finish(y);
+      }
+      case OpId::kAdaptiveAvgPool2d:
+      case OpId::kMean: {
+        std::optional<ActQuant> iq = quantized_input(n.input(0));
+        if (!iq || out.size() != 4 || !ratio_in(iq->scale / oq.scale, 0x1.0p-8f, 256.0f)) return false;
+        uint32_t y = add_qint8(xnn_dims(out), oq);
+        emit(fb::NodeKind::GlobalAveragePooling2d, n, {qids_[n.input(0)->input(0)]}, {y}, {}, {lo, hi});
+        return finish(y);
+      }
+      case OpId::kReshape:
+      case OpId::kView:
+      case OpId::kFlatten: {
+        std::optional<ActQuant> iq = quantized_input(n.input(0));
+        if (!iq || !(*iq == oq) || act != nullptr) return false;
+        auto dims = xnn_dims(out);
+        uint32_t y = add_qint8(dims, oq);
+        emit(fb::NodeKind::StaticReshape, n, {qids_[n.input(0)->input(0)]}, {y}, std::vector<int64_t>(dims.begin(), dims.end()));
+        return finish(y);
+      }
+      default:
+        return false;
+    }
+  }
+
   Status define(const Node& n) {
+    if (n.is_call(OpId::kQuantizePerTensor) || n.is_call(OpId::kDequantizePerTensor) ||
+        n.is_call(OpId::kDequantizePerChannel) || n.is_call(OpId::kPermute)) {
+      return define_quant(n);
+    }
+    KILN_ASSIGN_OR_RETURN(bool quantized, define_quantized(n));
+    if (quantized) return Status::Ok();
     const auto out = static_shape(n);
     std::string why;
     switch (n.target()) {
       case OpId::kConvolution: {
         Window w = *conv_window(n, &why);
-        const Tensor& wt = *constant_of(ep_, n.input(1));
+        KILN_ASSIGN_OR_RETURN(Tensor wt, folded(n, n.input(1)));
         const int64_t o = wt.dim(0), ipg = wt.dim(1), groups = n.kwarg_int("groups");
         const int64_t cin = static_shape(*n.input(0))[1];
         KILN_ASSIGN_OR_RETURN(uint32_t x, value_of(n, n.input(0)));
@@ -431,7 +832,7 @@ class Builder {
       case OpId::kConvTranspose2d: {
         Window w = *conv_window(n, &why);
         auto adj = *hw(n.kwarg("output_padding").to_ints(), 0);
-        const Tensor& wt = *constant_of(ep_, n.input(1));
+        KILN_ASSIGN_OR_RETURN(Tensor wt, folded(n, n.input(1)));
         if (wt.dtype() != DType::kF32) return fail(n, "its weight is not f32");
         // [I, O/g, kh, kw] -> [O, kh, kw, I/g].
         const int64_t groups = n.kwarg_int("groups"), cin = wt.dim(0), opg = wt.dim(1), ipg = cin / groups;
@@ -459,7 +860,7 @@ class Builder {
         const int64_t c = out[1];
         auto param = [&](size_t i) -> Result<const float*> {
           if (n.arg(i).is_none()) return nullptr;
-          const Tensor& t = *constant_of(ep_, n.arg(i).node());
+          KILN_ASSIGN_OR_RETURN(Tensor t, folded(n, n.arg(i).node()));
           if (t.dtype() != DType::kF32 || t.numel() != c) return fail(n, fmt::format("'{}' is not {} f32 values", n.arg(i).node()->name(), c));
           return t.data_as<float>();
         };
@@ -497,7 +898,7 @@ class Builder {
       case OpId::kMm: {
         // x @ B with B a [K, O] constant: a fully-connected layer with the filter B^T.
         const bool addmm = n.is_call(OpId::kAddmm);
-        const Tensor& b = *constant_of(ep_, n.arg(addmm ? 2 : 1).node());
+        KILN_ASSIGN_OR_RETURN(Tensor b, folded(n, n.arg(addmm ? 2 : 1).node()));
         if (b.dtype() != DType::kF32) return fail(n, "its weight is not f32");
         const int64_t k = b.dim(0), o = b.dim(1);
         std::vector<float> t(static_cast<size_t>(k * o));
@@ -507,7 +908,7 @@ class Builder {
         uint32_t w = add_static({uint64_t(o), uint64_t(k)}, t.data(), t.size());
         uint32_t bias = kAbsent;
         if (addmm) {
-          const Tensor& bt = *constant_of(ep_, n.arg(0).node());
+          KILN_ASSIGN_OR_RETURN(Tensor bt, folded(n, n.arg(0).node()));
           if (bt.dtype() != DType::kF32) return fail(n, "its bias is not f32");
           bias = add_static({uint64_t(o)}, bt.data_as<float>(), size_t(o));
         }
@@ -545,7 +946,7 @@ class Builder {
       }
       case OpId::kPrelu: {
         KILN_ASSIGN_OR_RETURN(uint32_t x, value_of(n, n.input(0)));
-        const Tensor& s = *constant_of(ep_, n.input(1));
+        KILN_ASSIGN_OR_RETURN(Tensor s, folded(n, n.input(1)));
         std::vector<float> slope(static_cast<size_t>(out[1]), s.data_as<float>()[0]);
         if (s.numel() == out[1]) std::memcpy(slope.data(), s.data_as<float>(), slope.size() * sizeof(float));
         uint32_t sv = add_static({uint64_t(out[1])}, slope.data(), slope.size());
@@ -613,14 +1014,23 @@ class Builder {
     std::vector<flatbuffers::Offset<fb::Value>> values;
     for (const ValueDesc& v : values_) {
       auto dims = fbb.CreateVector(v.dims);
+      flatbuffers::Offset<flatbuffers::Vector<float>> channel_scales;
+      if (!v.channel_scales.empty()) channel_scales = fbb.CreateVector(v.channel_scales);
       fb::ValueBuilder b(fbb);
-      b.add_dtype(fb::DataType::Fp32);
+      b.add_dtype(v.dtype);
       b.add_dims(dims);
       b.add_data_offset(v.offset);
       b.add_data_size(v.size);
       b.add_input_index(v.input_index);
       b.add_output_index(v.output_index);
       b.add_nchw(v.nchw);
+      b.add_caller_uint8(v.caller_uint8);
+      if (v.dtype != fb::DataType::Fp32) {
+        b.add_scale(v.scale);
+        b.add_zero_point(v.zero_point);
+        if (channel_scales.o != 0) b.add_channel_scales(channel_scales);
+        b.add_channel_dim(v.channel_dim);
+      }
       values.push_back(b.Finish());
     }
     std::vector<flatbuffers::Offset<fb::Node>> nodes;
@@ -643,7 +1053,9 @@ class Builder {
   std::vector<NodeDesc> nodes_;
   std::vector<uint32_t> inputs_, outputs_;
   std::vector<uint8_t> data_;
-  std::unordered_map<const Node*, uint32_t> ids_;
+  std::unordered_map<const Node*, uint32_t> ids_;   // f32 values
+  std::unordered_map<const Node*, uint32_t> qids_;  // int8 codes: quantize nodes, delegate inputs
+  std::unordered_set<const Node*> fused_;           // activations and quantizes folded into an operator
 };
 
 }  // namespace

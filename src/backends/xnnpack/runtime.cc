@@ -5,6 +5,7 @@
 #include <xnnpack.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -75,13 +76,32 @@ constexpr uint64_t kMaxDim = uint64_t{1} << 40;
 
 // One checked value of the blob.
 struct Value {
+  fb::DataType dtype = fb::DataType::Fp32;
   Dims dims;
   size_t numel = 1;
-  const float* data = nullptr;  // static data
+  size_t esize = 4;  // bytes per element
+  const void* data = nullptr;  // static data
+  float scale = 1;
+  int zero_point = 0;
+  std::vector<float> channel_scales;
+  size_t channel_dim = 0;
   int input_index = -1, output_index = -1;
-  bool nchw = false;
+  bool nchw = false, caller_uint8 = false;
   uint32_t xnn_id = XNN_INVALID_VALUE_ID;
+
+  bool external() const { return input_index >= 0 || output_index >= 0; }
+  // The dtype of the caller's tensor for an external value.
+  DType caller_dtype() const { return dtype == fb::DataType::Fp32 ? DType::kF32 : caller_uint8 ? DType::kU8 : DType::kI8; }
 };
+
+// Element bytes of the dtypes the delegate defines; 0 for others.
+size_t element_size(fb::DataType t) {
+  switch (t) {
+    case fb::DataType::Fp32: case fb::DataType::QInt32: case fb::DataType::QCInt32: return 4;
+    case fb::DataType::QInt8: case fb::DataType::QCInt8: return 1;
+    default: return 0;
+  }
+}
 
 // Window output size, or 0 when the window does not fit.
 size_t window_out(size_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1) {
@@ -213,41 +233,70 @@ Result<Dims> infer(fb::NodeKind kind, const std::vector<const Value*>& in, const
 
 std::string dims_text(const Dims& d) { return fmt::format("[{}]", fmt::join(d, ", ")); }
 
-// NCHW <-> NHWC of float planes, [n][a][b] -> [n][b][a], in tiles of kTile destination rows
-// spread over the delegate's pool. Each tile writes its rows contiguously and reads columns a
-// short stride apart: the other order writes a page apart per element when a channel count is
-// small beside H*W, and ran at a seventh of the speed.
+// NCHW <-> NHWC of planes of 4- or 1-byte elements, [n][a][b] -> [n][b][a], in tiles of kTile
+// destination rows spread over the delegate's pool. Each tile writes its rows contiguously and
+// reads columns a short stride apart: the other order writes a page apart per element when a
+// channel count is small beside H*W, and ran at a seventh of the speed. `flip` (bytes only)
+// xors each element with 0x80: int8 <-> uint8 codes.
+template <typename T>
 struct Transpose {
   static constexpr size_t kTile = 64;
-  const float* src;
-  float* dst;
+  const T* src;
+  T* dst;
   size_t a, b, tiles_per_plane;
+  T flip;
 
   static void tile(void* context, size_t task) {
     const auto& t = *static_cast<const Transpose*>(context);
     const size_t plane = task / t.tiles_per_plane;
     const size_t b0 = task % t.tiles_per_plane * kTile, b1 = std::min(t.b, b0 + kTile);
-    const float* s = t.src + plane * t.a * t.b;
-    float* d = t.dst + plane * t.a * t.b;
+    const T* s = t.src + plane * t.a * t.b;
+    T* d = t.dst + plane * t.a * t.b;
     for (size_t a0 = 0; a0 < t.a; a0 += kTile) {
       const size_t a1 = std::min(t.a, a0 + kTile);
       for (size_t bi = b0; bi < b1; ++bi) {
-        float* row = d + bi * t.a;
-        const float* col = s + bi;
-        for (size_t ai = a0; ai < a1; ++ai) row[ai] = col[ai * t.b];
+        T* row = d + bi * t.a;
+        const T* col = s + bi;
+        for (size_t ai = a0; ai < a1; ++ai) row[ai] = col[ai * t.b] ^ t.flip;
       }
     }
   }
 };
 
-void transpose_planes(pthreadpool* pool, const float* src, float* dst, size_t n, size_t a, size_t b) {
-  Transpose t{src, dst, a, b, (b + Transpose::kTile - 1) / Transpose::kTile};
+template <typename T>
+void transpose_planes(pthreadpool* pool, const T* src, T* dst, size_t n, size_t a, size_t b, T flip = 0) {
+  Transpose<T> t{src, dst, a, b, (b + Transpose<T>::kTile - 1) / Transpose<T>::kTile, flip};
   const size_t tasks = n * t.tiles_per_plane;
   constexpr size_t kParallelElements = size_t{1} << 15;  // below this, a dispatch costs more than it saves
   if (n * a * b < kParallelElements) {
-    for (size_t i = 0; i < tasks; ++i) Transpose::tile(&t, i);
+    for (size_t i = 0; i < tasks; ++i) Transpose<T>::tile(&t, i);
   } else {
-    pthreadpool_parallelize_1d(pool, &Transpose::tile, &t, tasks, 0);
+    pthreadpool_parallelize_1d(pool, &Transpose<T>::tile, &t, tasks, 0);
+  }
+}
+
+// Copies an external value between the caller's layout and the delegate's: NCHW <-> NHWC for
+// rank-4 values, int8 <-> uint8 codes for caller_uint8 ones.
+void copy_boundary(pthreadpool* pool, const Value& v, const void* src, void* dst, bool into_delegate) {
+  if (v.esize == 4) {
+    if (!v.nchw) {
+      std::memcpy(dst, src, v.numel * 4);
+    } else if (into_delegate) {
+      transpose_planes(pool, static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), v.dims[0], v.dims[3], v.dims[1] * v.dims[2]);
+    } else {
+      transpose_planes(pool, static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), v.dims[0], v.dims[1] * v.dims[2], v.dims[3]);
+    }
+    return;
+  }
+  const uint8_t flip = v.caller_uint8 ? 0x80 : 0;
+  const auto* s = static_cast<const uint8_t*>(src);
+  auto* d = static_cast<uint8_t*>(dst);
+  if (!v.nchw) {
+    for (size_t i = 0; i < v.numel; ++i) d[i] = s[i] ^ flip;
+  } else if (into_delegate) {
+    transpose_planes(pool, s, d, v.dims[0], v.dims[3], v.dims[1] * v.dims[2], flip);
+  } else {
+    transpose_planes(pool, s, d, v.dims[0], v.dims[1] * v.dims[2], v.dims[3], flip);
   }
 }
 
@@ -279,7 +328,7 @@ struct XnnpackDelegate::State {
   std::vector<uint8_t> data_copy;  // the static data when the blob's is not 4-byte aligned
   std::vector<Value> values;
   std::vector<uint32_t> inputs, outputs;  // value indices
-  std::vector<std::vector<float>> staging;  // per external value: the NHWC or padded copy
+  std::vector<std::vector<uint8_t>> staging;  // per external value: the NHWC or padded copy
   std::vector<xnn_external_value> externals;
   std::shared_ptr<pthreadpool> pool;  // shared by every delegate of that thread count
   xnn_runtime_t runtime = nullptr;
@@ -308,8 +357,10 @@ Status read_values(const fb::Graph& g, const uint8_t* data, size_t data_size, Xn
     const fb::Value* v = g.values()->Get(static_cast<flatbuffers::uoffset_t>(i));
     Value val;
     auto where = [&](const std::string& why) { return fail(fmt::format("value #{}: {}", i, why)); };
-    if (v->dtype() != fb::DataType::Fp32) {
-      return where(fmt::format("dtype {} is not one this build runs (fp32)", static_cast<int>(v->dtype())));
+    val.dtype = v->dtype();
+    val.esize = element_size(val.dtype);
+    if (val.esize == 0 || val.dtype == fb::DataType::QInt32) {
+      return where(fmt::format("dtype {} is not one this build runs (fp32, qint8, qcint8, qcint32)", static_cast<int>(v->dtype())));
     }
     if (v->dims() == nullptr || v->dims()->size() == 0 || v->dims()->size() > XNN_MAX_TENSOR_DIMS) {
       return where(fmt::format("rank {} (expected 1 to {})", v->dims() ? v->dims()->size() : 0, XNN_MAX_TENSOR_DIMS));
@@ -321,19 +372,44 @@ Status read_values(const fb::Graph& g, const uint8_t* data, size_t data_size, Xn
         return where("its element count overflows");
       }
     }
-    KILN_RETURN_IF_ERROR(check_memory(val.numel * sizeof(float), fmt::format("xnnpack delegate value #{}", i)));
+    KILN_RETURN_IF_ERROR(check_memory(val.numel * val.esize, fmt::format("xnnpack delegate value #{}", i)));
     if (v->data_size() != 0) {
-      if (v->data_size() != val.numel * sizeof(float)) {
-        return where(fmt::format("static data of {} bytes for {} floats", v->data_size(), val.numel));
+      if (v->data_size() != val.numel * val.esize) {
+        return where(fmt::format("static data of {} bytes for {} elements of {} bytes", v->data_size(), val.numel, val.esize));
       }
-      if (v->data_offset() > data_size || data_size - v->data_offset() < v->data_size() || v->data_offset() % 4 != 0) {
+      if (v->data_offset() > data_size || data_size - v->data_offset() < v->data_size() || v->data_offset() % val.esize != 0) {
         return where(fmt::format("static data [{}, +{}) is outside the blob's {} data bytes", v->data_offset(), v->data_size(), data_size));
       }
-      val.data = reinterpret_cast<const float*>(data + v->data_offset());
+      val.data = data + v->data_offset();
+    }
+    auto good_scale = [](float x) { return std::isfinite(x) && x > 0; };
+    if (val.dtype == fb::DataType::QInt8) {
+      val.scale = v->scale();
+      val.zero_point = v->zero_point();
+      if (!good_scale(val.scale) || val.zero_point < -128 || val.zero_point > 127) {
+        return where(fmt::format("int8 quantization scale {} and zero point {} (expected a positive scale and -128..127)",
+                                 val.scale, val.zero_point));
+      }
+    } else if (val.dtype != fb::DataType::Fp32) {
+      val.channel_dim = v->channel_dim();
+      if (val.channel_dim >= val.dims.size() || v->channel_scales() == nullptr ||
+          v->channel_scales()->size() != val.dims[val.channel_dim]) {
+        return where("per-channel scales are not one per element of the channel dim");
+      }
+      val.channel_scales.assign(v->channel_scales()->begin(), v->channel_scales()->end());
+      if (!std::all_of(val.channel_scales.begin(), val.channel_scales.end(), good_scale)) return where("a per-channel scale is not positive");
+      if (val.data == nullptr) return where("per-channel quantized values must be static");
     }
     val.input_index = v->input_index();
     val.output_index = v->output_index();
     val.nchw = v->nchw();
+    val.caller_uint8 = v->caller_uint8();
+    if (val.external() && val.dtype != fb::DataType::Fp32 && val.dtype != fb::DataType::QInt8) {
+      return where("a delegate input or output must be fp32 or qint8");
+    }
+    if (val.caller_uint8 && (val.dtype != fb::DataType::QInt8 || !val.external())) {
+      return where("caller_uint8 is only for qint8 delegate inputs and outputs");
+    }
     if (val.input_index >= 0 && val.output_index >= 0) return where("it is both a delegate input and output");
     if (val.data != nullptr && (val.input_index >= 0 || val.output_index >= 0)) return where("static data on a delegate input or output");
     if (val.nchw && (val.dims.size() != 4 || (val.input_index < 0 && val.output_index < 0))) {
@@ -370,7 +446,21 @@ Status define_value(xnn_subgraph_t sg, Value& v, uint32_t num_inputs) {
   uint32_t external = XNN_INVALID_VALUE_ID, flags = 0;
   if (v.input_index >= 0) external = uint32_t(v.input_index), flags = XNN_VALUE_FLAG_EXTERNAL_INPUT;
   if (v.output_index >= 0) external = num_inputs + uint32_t(v.output_index), flags = XNN_VALUE_FLAG_EXTERNAL_OUTPUT;
-  xnn_status s = xnn_define_tensor_value(sg, xnn_datatype_fp32, v.dims.size(), v.dims.data(), v.data, external, flags, &v.xnn_id);
+  xnn_status s;
+  switch (v.dtype) {
+    case fb::DataType::Fp32:
+      s = xnn_define_tensor_value(sg, xnn_datatype_fp32, v.dims.size(), v.dims.data(), v.data, external, flags, &v.xnn_id);
+      break;
+    case fb::DataType::QInt8:
+      s = xnn_define_quantized_tensor_value(sg, xnn_datatype_qint8, v.zero_point, v.scale, v.dims.size(), v.dims.data(), v.data,
+                                            external, flags, &v.xnn_id);
+      break;
+    default:
+      s = xnn_define_channelwise_quantized_tensor_value(sg, v.dtype == fb::DataType::QCInt8 ? xnn_datatype_qcint8 : xnn_datatype_qcint32,
+                                                        v.channel_scales.data(), v.dims.size(), v.channel_dim, v.dims.data(),
+                                                        v.data, external, flags, &v.xnn_id);
+      break;
+  }
   if (s != xnn_status_success) return internal_error("xnn_define_tensor_value failed (status {})", int(s));
   return Status::Ok();
 }
@@ -426,6 +516,54 @@ xnn_status define_node(xnn_subgraph_t sg, fb::NodeKind kind, const std::vector<u
                                          size_t(p[13]), size_t(p[14]), f[0], f[1], in[0], in[1], in[2], out, 0);
   }
   return xnn_status_invalid_parameter;
+}
+
+// The dtypes a node may combine: fp32 throughout; a convert between fp32 and qint8; or a
+// quantized operator: qint8 activations (the same parameters in and out where the operator does
+// not requantize), with a qcint8 filter and qcint32 bias for a convolution.
+Status check_types(fb::NodeKind kind, const std::vector<const Value*>& in, const Value& out) {
+  using K = fb::NodeKind;
+  using T = fb::DataType;
+  const T x = in[0]->dtype;
+  if (kind == K::Convert) {
+    if ((x == T::Fp32 && out.dtype == T::QInt8) || (x == T::QInt8 && out.dtype == T::Fp32)) return Status::Ok();
+    return invalid_argument("a convert is between fp32 and qint8");
+  }
+  const bool weighted = kind == K::Convolution2d || kind == K::DepthwiseConvolution2d || kind == K::Deconvolution2d ||
+                        kind == K::FullyConnected;
+  if (x == T::Fp32) {
+    for (const Value* v : in) {
+      if (v != nullptr && v->dtype != T::Fp32) return invalid_argument("it mixes fp32 and quantized operands");
+    }
+    if (out.dtype != T::Fp32) return invalid_argument("an fp32 operator with a quantized output");
+    return Status::Ok();
+  }
+  if (x != T::QInt8 || out.dtype != T::QInt8) return invalid_argument("quantized operators take and give qint8 activations");
+  if (weighted) {
+    if (kind != K::Convolution2d && kind != K::DepthwiseConvolution2d) return invalid_argument("no quantized form in this delegate");
+    const size_t channel_dim = kind == K::DepthwiseConvolution2d ? 3 : 0;
+    if (in[1]->dtype != T::QCInt8 || in[1]->channel_dim != channel_dim) {
+      return invalid_argument("a quantized convolution's filter is qcint8 with a scale per output channel");
+    }
+    if (in[2] != nullptr && (in[2]->dtype != T::QCInt32 || in[2]->channel_dim != 0)) {
+      return invalid_argument("a quantized convolution's bias is qcint32 with a scale per output channel");
+    }
+    return Status::Ok();
+  }
+  for (const Value* v : in) {
+    if (v->dtype != T::QInt8) return invalid_argument("it mixes qint8 and other operands");
+  }
+  switch (kind) {
+    case K::MaxPooling2d: case K::Clamp: case K::StaticReshape:
+      if (in[0]->scale != out.scale || in[0]->zero_point != out.zero_point) {
+        return invalid_argument("its quantized input and output must share scale and zero point");
+      }
+      return Status::Ok();
+    case K::Add: case K::GlobalAveragePooling2d:
+      return Status::Ok();
+    default:
+      return invalid_argument("no quantized form in this delegate");
+  }
 }
 
 struct SubgraphDeleter {
@@ -485,6 +623,7 @@ Result<std::unique_ptr<xnn_subgraph, SubgraphDeleter>> build_subgraph(const fb::
                                p.size(), f.size()));
     }
     if (info.floats == 2 && !(f[0] < f[1])) return where("its output range is empty");
+    if (Status t = check_types(n->kind(), in_vals, st.values[out]); !t.ok()) return where(t.message());
     auto shape = infer(n->kind(), in_vals, p);
     if (!shape.ok()) return where(shape.status().message());
     if (*shape != st.values[out].dims) {
@@ -535,8 +674,8 @@ Result<XnnpackDelegate> XnnpackDelegate::init(std::span<const uint8_t> blob, std
   if (s != xnn_status_success) return fail(fmt::format("xnn_create_runtime_v2 failed (status {})", int(s)));
   // Boundary buffers: an NHWC copy of each NCHW input and output, a padded copy of the other
   // inputs (XNNPACK may read XNN_EXTRA_BYTES past an input's end).
-  for (uint32_t id : st->inputs) st->staging.emplace_back(st->values[id].numel + XNN_EXTRA_BYTES / sizeof(float));
-  for (uint32_t id : st->outputs) st->staging.emplace_back(st->values[id].numel + XNN_EXTRA_BYTES / sizeof(float));
+  for (uint32_t id : st->inputs) st->staging.emplace_back(st->values[id].numel * st->values[id].esize + XNN_EXTRA_BYTES);
+  for (uint32_t id : st->outputs) st->staging.emplace_back(st->values[id].numel * st->values[id].esize + XNN_EXTRA_BYTES);
   size_t k = 0;
   for (uint32_t id : st->inputs) st->externals.push_back({st->values[id].xnn_id, st->staging[k++].data()});
   for (uint32_t id : st->outputs) st->externals.push_back({st->values[id].xnn_id, st->staging[k++].data()});
@@ -553,28 +692,19 @@ Status XnnpackDelegate::execute(std::span<const Tensor> inputs, portable::Kernel
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Value& v = st.values[st.inputs[i]];
     const Tensor& t = inputs[i];
-    if (t.dtype() != DType::kF32 || t.shape() != nchw_shape(v)) {
-      return invalid_argument("xnnpack delegate: input {} is {} {}, expected f32 [{}]", i, dtype_name(t.dtype()),
-                              fmt::format("[{}]", fmt::join(t.shape(), ", ")), fmt::join(nchw_shape(v), ", "));
+    if (t.dtype() != v.caller_dtype() || t.shape() != nchw_shape(v)) {
+      return invalid_argument("xnnpack delegate: input {} is {} {}, expected {} [{}]", i, dtype_name(t.dtype()),
+                              fmt::format("[{}]", fmt::join(t.shape(), ", ")), dtype_name(v.caller_dtype()),
+                              fmt::join(nchw_shape(v), ", "));
     }
-    float* dst = st.staging[i].data();
-    if (v.nchw) {
-      transpose_planes(st.pool.get(), t.data_as<float>(), dst, v.dims[0], v.dims[3], v.dims[1] * v.dims[2]);
-    } else {
-      std::memcpy(dst, t.data(), v.numel * sizeof(float));
-    }
+    copy_boundary(st.pool.get(), v, t.data(), st.staging[i].data(), true);
   }
   xnn_status s = xnn_invoke_runtime(st.runtime);
   if (s != xnn_status_success) return internal_error("xnnpack delegate: xnn_invoke_runtime failed (status {})", int(s));
   for (size_t o = 0; o < st.outputs.size(); ++o) {
     const Value& v = st.values[st.outputs[o]];
-    Tensor t = ctx.allocate(DType::kF32, nchw_shape(v));
-    const float* src = st.staging[st.inputs.size() + o].data();
-    if (v.nchw) {
-      transpose_planes(st.pool.get(), src, portable::writable<float>(t), v.dims[0], v.dims[1] * v.dims[2], v.dims[3]);
-    } else {
-      std::memcpy(portable::writable<float>(t), src, v.numel * sizeof(float));
-    }
+    Tensor t = ctx.allocate(v.caller_dtype(), nchw_shape(v));
+    copy_boundary(st.pool.get(), v, st.staging[st.inputs.size() + o].data(), portable::writable<uint8_t>(t), false);
     outputs->push_back(std::move(t));
   }
   return Status::Ok();

@@ -197,6 +197,117 @@ TEST(Xnnpack, DecoderOperatorsMatchTheInterpreter) {
   expect_matches_interpreter(p, std::span(&in, 1), 1);
 }
 
+// ---- quantized graphs --------------------------------------------------------------------------
+
+Kwargs qkw(double scale, int64_t zp, DType dtype = DType::kU8) {
+  const bool u8 = dtype == DType::kU8;
+  return Kwargs{{"scale", scale}, {"zero_point", zp}, {"quant_min", int64_t{u8 ? 0 : -128}}, {"quant_max", int64_t{u8 ? 255 : 127}},
+                {"dtype", dtype}};
+}
+
+Node* int8_weight(ExportedProgram& p, GraphBuilder& b, const std::string& name, std::vector<int64_t> shape, uint32_t seed) {
+  Tensor codes(DType::kI8, shape);
+  std::mt19937 rng(seed);
+  for (int64_t i = 0; i < codes.numel(); ++i) codes.mutable_data_as<int8_t>()[i] = static_cast<int8_t>(int(rng() % 255) - 127);
+  Tensor scales(DType::kF32, {shape[0]}), zps(DType::kI64, {shape[0]});
+  for (int64_t c = 0; c < shape[0]; ++c) {
+    scales.mutable_data_as<float>()[c] = 0.002f + 0.001f * float(c);
+    zps.mutable_data_as<int64_t>()[c] = 0;
+  }
+  Node* q = p.add_constant(name, name, std::move(codes));
+  Node* s = p.add_constant(name + "_scales", name + "_scales", std::move(scales));
+  Node* z = p.add_constant(name + "_zps", name + "_zps", std::move(zps));
+  return b.call(OpId::kDequantizePerChannel, {q, s, z},
+                {{"axis", int64_t{0}}, {"quant_min", int64_t{-127}}, {"quant_max", int64_t{127}}, {"dtype", DType::kI8}});
+}
+
+// A QDQ network as torch FX and ONNX QDQ exports write it (uint8 activations, per-channel int8
+// weights): conv + relu, max pool, a depthwise branch, residual add + relu, global pool,
+// flatten, and a Gemm whose weight is transposed and whose bias is int32 codes.
+ExportedProgram qdq_net() {
+  ExportedProgram p;
+  GraphBuilder b(p);
+  auto q = [&](Node* v, double scale, int64_t zp) { return b.call(OpId::kQuantizePerTensor, {v}, qkw(scale, zp)); };
+  auto dq = [&](Node* v, double scale, int64_t zp) { return b.call(OpId::kDequantizePerTensor, {v}, qkw(scale, zp)); };
+  Node* x = b.input("x", testing::f32({1, 3, 8, 8}));
+  Node* conv = b.call(OpId::kConvolution, {dq(q(x, 0.02, 128), 0.02, 128), int8_weight(p, b, "w1", {4, 3, 3, 3}, 1), param(p, "b1", {4}, 2)},
+                      {{"padding", V{1, 1}}});
+  Node* c1 = q(b.relu(conv), 0.05, 0);
+  Node* pool = q(b.call(OpId::kMaxPool2d, {dq(c1, 0.05, 0)}, {{"kernel_size", V{2, 2}}, {"stride", V{2, 2}}}), 0.05, 0);
+  Node* dw = q(b.call(OpId::kConvolution, {dq(pool, 0.05, 0), int8_weight(p, b, "w2", {4, 1, 3, 3}, 3), nullptr},
+                      {{"padding", V{1, 1}}, {"groups", int64_t{4}}}),
+               0.04, 120);
+  Node* sum = q(b.relu(b.call(OpId::kAdd, {dq(pool, 0.05, 0), dq(dw, 0.04, 120)})), 0.06, 0);
+  Node* gap = q(b.call(OpId::kAdaptiveAvgPool2d, {dq(sum, 0.06, 0)}, {{"output_size", V{1, 1}}}), 0.03, 0);
+  Node* flat = q(b.call(OpId::kFlatten, {dq(gap, 0.03, 0)}, {{"start_dim", int64_t{1}}}), 0.03, 0);
+  Tensor bias_codes(DType::kI32, {5});
+  for (int64_t i = 0; i < 5; ++i) bias_codes.mutable_data_as<int32_t>()[i] = int32_t(i * 700 - 1500);
+  Node* bias = b.call(OpId::kDequantizePerTensor, {p.add_constant("fc_b", "fc_b", std::move(bias_codes))},
+                      Kwargs{{"scale", 0.0001}, {"zero_point", int64_t{0}}, {"quant_min", int64_t{-2147483648LL}},
+                             {"quant_max", int64_t{2147483647}}, {"dtype", DType::kI32}});
+  Node* wt = b.call(OpId::kPermute, {int8_weight(p, b, "fc_w", {5, 4}, 4)}, {{"dims", V{1, 0}}});
+  Node* fc = q(b.call(OpId::kAddmm, {bias, dq(flat, 0.03, 0), wt}), 0.01, 128);
+  b.outputs({dq(fc, 0.01, 128), pool});
+  return p;
+}
+
+// The largest difference between `got` and `want` in units of `step` (1 for integer codes).
+double steps_apart(const Tensor& got, const Tensor& want, double step) {
+  EXPECT_EQ(got.dtype(), want.dtype());
+  EXPECT_EQ(got.shape(), want.shape());
+  double most = 0;
+  for (int64_t i = 0; i < want.numel() && got.shape() == want.shape(); ++i) {
+    most = std::max(most, std::abs(got.scalar_at(i) - want.scalar_at(i)) / step);
+  }
+  return most;
+}
+
+TEST(XnnpackInt8, QdqNetworkRunsOnInt8OperatorsWithinAStep) {
+  ExportedProgram lowered = qdq_net();
+  ASSERT_EQ(lower(lowered), 1u);
+  auto bytes = lowered.lowered_modules()[0].processed_bytes->bytes();
+  const fb::Graph& g = *fb::GetGraph(bytes.data());
+  int int8_convs = 0, converts = 0;
+  for (const fb::Node* n : *g.nodes()) {
+    if (n->kind() == fb::NodeKind::Convert) ++converts;
+    if (n->kind() == fb::NodeKind::Convolution2d || n->kind() == fb::NodeKind::DepthwiseConvolution2d) {
+      int8_convs += g.values()->Get(n->inputs()->Get(1))->dtype() == fb::DataType::QCInt8;
+    }
+  }
+  EXPECT_EQ(int8_convs, 3);  // the convolutions and the Gemm (as a 1x1 convolution)
+  EXPECT_EQ(converts, 2);    // the input's quantize and the output's dequantize: codes in between
+  ExportedProgram reference = qdq_net();
+  Tensor in = random_tensor({1, 3, 8, 8}, 5);
+  std::vector<Tensor> want = interpret(reference, std::span(&in, 1));
+  for (int threads : {1, 2}) {
+    std::vector<Tensor> got = run_program(lowered, std::span(&in, 1), threads);
+    ASSERT_EQ(got.size(), 2u);
+    // Integer requantization and the interpreter's float op + round can differ by one code.
+    EXPECT_LE(steps_apart(got[0], want[0], 0.01), 1.0 + 1e-4);
+    EXPECT_EQ(got[1].dtype(), DType::kU8);  // the pool's codes leave the delegate as uint8
+    EXPECT_LE(steps_apart(got[1], want[1], 1), 1.0);
+  }
+}
+
+TEST(XnnpackInt8, CodesInAndOut) {
+  ExportedProgram p;
+  GraphBuilder b(p);
+  Node* x = b.input("x", TensorSpec::of(DType::kU8, {1, 3, 6, 6}));
+  Node* conv = b.call(OpId::kConvolution,
+                      {b.call(OpId::kDequantizePerTensor, {x}, qkw(0.03, 140)), int8_weight(p, b, "w", {5, 3, 1, 1}, 7), nullptr});
+  b.outputs({b.call(OpId::kQuantizePerTensor, {conv}, qkw(0.02, -3, DType::kI8))});
+  Tensor in(DType::kU8, {1, 3, 6, 6});
+  for (int64_t i = 0; i < in.numel(); ++i) in.mutable_data_as<uint8_t>()[i] = static_cast<uint8_t>(i * 37 % 256);
+  ExportedProgram reference = p.clone();
+  std::vector<Tensor> want = interpret(reference, std::span(&in, 1));
+  ExportedProgram lowered = p.clone();
+  ASSERT_EQ(lower(lowered), 1u);
+  std::vector<Tensor> got = run_program(lowered, std::span(&in, 1), 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].dtype(), DType::kI8);
+  EXPECT_LE(steps_apart(got[0], want[0], 1), 1.0);
+}
+
 std::string reason(const ExportedProgram& p, const Node* n) {
   SupportResult r = xnnpack_operator_support()->is_node_supported(p, *n);
   return r.supported ? "(supported)" : r.reason;
@@ -284,7 +395,7 @@ std::string init_error(const std::vector<uint8_t>& blob) {
 
 // The test graphs' blobs are the fuzz target's seeds: the format changes only on purpose.
 TEST(XnnpackBlob, TheTestGraphsBlobsAreTheFuzzSeeds) {
-  for (auto [make, file] : {std::pair{&cnn, "cnn.xnn"}, std::pair{&every_operator, "ops.xnn"}}) {
+  for (auto [make, file] : {std::pair{&cnn, "cnn.xnn"}, std::pair{&every_operator, "ops.xnn"}, std::pair{&qdq_net, "qdq.xnn"}}) {
     std::vector<uint8_t> blob = blob_of(make());
     ASSERT_FALSE(blob.empty());
     EXPECT_EQ(init_error(blob), "(loaded)");
@@ -313,6 +424,12 @@ struct Hand {
   std::vector<float> floats{0.0f, 6.0f};
   uint32_t version = kBlobVersion;
   uint64_t data_offset = 0;
+  // Quantized values: dtype, per-tensor scale and zero point, per-channel scales.
+  std::vector<fb::DataType> dtypes;
+  float scale = 0.5f;
+  int zero_point = 0;
+  std::vector<float> channel_scales;
+  bool caller_uint8 = false;
 
   std::vector<uint8_t> build() const {
     flatbuffers::FlatBufferBuilder fbb;
@@ -323,13 +440,23 @@ struct Hand {
       uint64_t n = 1;
       for (uint64_t d : dims[i]) n *= d;
       auto dv = fbb.CreateVector(dims[i]);
+      const fb::DataType dtype = i < dtypes.size() ? dtypes[i] : fb::DataType::Fp32;
+      const uint64_t esize = dtype == fb::DataType::QInt8 || dtype == fb::DataType::QCInt8 ? 1 : 4;
+      flatbuffers::Offset<flatbuffers::Vector<float>> cs;
+      if (!channel_scales.empty() && (dtype == fb::DataType::QCInt8 || dtype == fb::DataType::QCInt32)) cs = fbb.CreateVector(channel_scales);
       fb::ValueBuilder vb(fbb);
-      vb.add_dtype(fb::DataType::Fp32);
+      vb.add_dtype(dtype);
       vb.add_dims(dv);
+      if (dtype != fb::DataType::Fp32) {
+        vb.add_scale(scale);
+        vb.add_zero_point(zero_point);
+        if (!cs.IsNull()) vb.add_channel_scales(cs);
+        vb.add_caller_uint8(caller_uint8);
+      }
       if (is_static[i]) {
         vb.add_data_offset(data_offset + bytes);
-        vb.add_data_size(n * 4);
-        bytes += n * 4;
+        vb.add_data_size(n * esize);
+        bytes += (n * esize + 3) / 4 * 4;
       }
       vb.add_input_index(input_index[i]);
       vb.add_output_index(output_index[i]);
@@ -355,6 +482,38 @@ Hand clamp_graph() {
   h.input_index = {0, -1};
   h.output_index = {-1, 0};
   return h;
+}
+
+TEST(XnnpackBlob, QuantizedValuesAreChecked) {
+  Hand h = clamp_graph();
+  h.dtypes = {fb::DataType::QInt8, fb::DataType::QInt8};
+  h.caller_uint8 = true;
+  EXPECT_EQ(init_error(h.build()), "(loaded)");
+  h.scale = 0;
+  EXPECT_NE(init_error(h.build()).find("value #0: int8 quantization scale 0 and zero point 0"), std::string::npos);
+  h.scale = 0.5f;
+  h.zero_point = 300;
+  EXPECT_NE(init_error(h.build()).find("expected a positive scale and -128..127"), std::string::npos);
+  h.zero_point = 0;
+  h.dtypes = {fb::DataType::Fp32, fb::DataType::QInt8};
+  h.caller_uint8 = false;
+  EXPECT_NE(init_error(h.build()).find("node #0 'hand': an fp32 operator with a quantized output"), std::string::npos);
+  h.dtypes = {fb::DataType::QCInt8, fb::DataType::QInt8};
+  EXPECT_NE(init_error(h.build()).find("value #0: per-channel scales are not one per element of the channel dim"), std::string::npos);
+  h.channel_scales = {1, 1, 1, 1, 1, 1, 1, 1};
+  h.dims = {{8, 1}, {1, 8}};
+  EXPECT_NE(init_error(h.build()).find("value #0: per-channel quantized values must be static"), std::string::npos);
+  h.channel_scales = {1.0f};
+  EXPECT_NE(init_error(h.build()).find("value #0: per-channel scales are not one per element of the channel dim"), std::string::npos);
+  h.dtypes = {fb::DataType::QInt32, fb::DataType::QInt8};
+  EXPECT_NE(init_error(h.build()).find("dtype 5 is not one this build runs"), std::string::npos);
+  // A quantized clamp must keep its codes' parameters: both values share them here, so a
+  // convert between unlike types is what fails.
+  h = clamp_graph();
+  h.kind = fb::NodeKind::Convert;
+  h.floats = {};
+  h.dtypes = {fb::DataType::QInt8, fb::DataType::QInt8};
+  EXPECT_NE(init_error(h.build()).find("a convert is between fp32 and qint8"), std::string::npos);
 }
 
 TEST(XnnpackBlob, AHandMadeGraphRuns) {

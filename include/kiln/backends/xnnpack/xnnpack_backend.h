@@ -14,10 +14,14 @@
 
 namespace kiln::xnnpack {
 
-/// Takes exactly what this XNNPACK runs: fp32 convolutions (2-D, grouped, depthwise) and
-/// fully-connected layers with constant weights, pooling, elementwise arithmetic and
-/// activations, softmax over channels, and reshapes that keep the delegate's NHWC layout; static
-/// shapes only. Everything else gets a reason (WhyNoPartition).
+/// Takes exactly what this XNNPACK runs: fp32 convolutions (2-D, grouped, depthwise,
+/// transposed) and fully-connected layers with constant weights, pooling, batch norm,
+/// elementwise arithmetic and activations, softmax over channels, and reshapes that keep the
+/// delegate's NHWC layout; static shapes only. In QDQ graphs, the quantize and dequantize nodes
+/// too: weights are dequantized when compiling, and convolutions, Gemms, max pooling, residual
+/// adds, global pooling and flattens between a dequantize and a quantize run on int8 codes
+/// (qs8 activations, per-channel qc8 weights, relu/clamp fused). Everything else gets a reason
+/// (WhyNoPartition).
 OperatorSupportPtr xnnpack_operator_support();
 
 /// The partitions worth delegating (CapabilityOptions::keep_partition): those with at least one
