@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang, ASan+UBSan) and fuzzes one of them.
-# Usage: scripts/fuzz.sh TARGET [SECONDS]     TARGET: onnx_loader | kir_parser | npy | program | all
+# Usage: scripts/fuzz.sh TARGET [SECONDS]     TARGET: onnx_loader | kir_parser | npy | program | xnnpack_blob | all
 #   SECONDS defaults to 600 (all: each target in turn). Findings land in build/fuzz/findings/TARGET
 #   (crash-*, oom-*, timeout-*); new interesting inputs in build/fuzz/corpus/TARGET. The seed corpus
 #   is fuzz/corpus/<corpus> plus the real models the tests use (examples/, tests/data).
@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${1:-}
 seconds=${2:-600}
-targets=(onnx_loader kir_parser npy program)
+targets=(onnx_loader kir_parser npy program xnnpack_blob)
 if [[ -z $target ]]; then
   echo "usage: scripts/fuzz.sh TARGET [SECONDS]   (TARGET: ${targets[*]} | all)" >&2
   exit 2
@@ -22,6 +22,7 @@ case $target in
   kir_parser) corpus=kir; seeds=(tests/data/kir/*.kir tests/data/lower/*.kir tests/data/quant/*.kir) ;;
   npy) corpus=npy; seeds=() ;;
   program) corpus=kpte; seeds=() ;;
+  xnnpack_blob) corpus=xnnpack; seeds=() ;;
   *) echo "unknown fuzz target '$target' (expected: ${targets[*]} | all)" >&2; exit 2 ;;
 esac
 

@@ -247,6 +247,10 @@ SupportResult check_node(const ExportedProgram& ep, const Node& n) {
     if (!n.is_call(OpId::kDequantizePerTensor) || !act_quant(n)) {
       return no("a dequantize of other than int8 or uint8 codes over their full range, per tensor");
     }
+    const Node* codes = n.input(0);
+    if (codes->is_call(OpId::kQuantizePerTensor) && !(act_quant(*codes) == act_quant(n))) {
+      return no(fmt::format("it reads the codes of '{}' with another scale or zero point", codes->name()));
+    }
   } else if (n.is_call(OpId::kQuantizePerTensor) && !act_quant(n)) {
     return no("a quantize to other than int8 or uint8 codes over their full range");
   }
@@ -625,13 +629,17 @@ class Builder {
   // at most one fused activation) and XNNPACK's limits allow it; false: define it in f32.
   Result<bool> define_quantized(const Node& n) {
     const Node* act = nullptr;
-    const Node* sink = quant_sink(n, &act);
-    if (sink == nullptr) {
-      // A lone activation between a dequantize and a quantize of the same codes: a clamp.
-      if (!activation_range(n) || n.num_users() != 1) return false;
+    const Node* sink = nullptr;
+    if (activation_range(n)) {
+      // A lone activation (one that follows a quantized operator was fused into it): a clamp
+      // between a dequantize and a quantize of the same codes.
+      if (n.num_users() != 1) return false;
       sink = n.users()[0];
       if (!sink->is_call(OpId::kQuantizePerTensor) || !act_quant(*sink)) return false;
       act = &n;
+    } else {
+      sink = quant_sink(n, &act);
+      if (sink == nullptr) return false;
     }
     const ActQuant oq = *act_quant(*sink);
     constexpr float inf = std::numeric_limits<float>::infinity();
@@ -659,7 +667,9 @@ class Builder {
         const Node* xn = addmm ? n.arg(1).node() : n.input(0);
         std::optional<ActQuant> iq = quantized_input(xn);
         std::optional<QWeight> w = qweight(addmm ? n.arg(2).node() : n.input(1), addmm);
-        const Node* bias = addmm ? n.arg(0).node() : n.arg(2).is_none() ? nullptr : n.arg(2).node();
+        const Arg& bias_arg = n.arg(addmm ? 0 : 2);
+        const Node* bias = bias_arg.is_node() ? bias_arg.node() : nullptr;
+        if (addmm && bias == nullptr) return false;
         if (!iq || !w || (bias != nullptr && !foldable(ep_, bias))) return false;
         const auto in_shape = static_shape(*xn);
         if (!conv && in_shape.size() != 2) return false;

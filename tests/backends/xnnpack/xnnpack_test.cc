@@ -199,6 +199,8 @@ TEST(Xnnpack, DecoderOperatorsMatchTheInterpreter) {
 
 // ---- quantized graphs --------------------------------------------------------------------------
 
+std::string reason(const ExportedProgram& p, const Node* n);
+
 Kwargs qkw(double scale, int64_t zp, DType dtype = DType::kU8) {
   const bool u8 = dtype == DType::kU8;
   return Kwargs{{"scale", scale}, {"zero_point", zp}, {"quant_min", int64_t{u8 ? 0 : -128}}, {"quant_max", int64_t{u8 ? 255 : 127}},
@@ -306,6 +308,36 @@ TEST(XnnpackInt8, CodesInAndOut) {
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].dtype(), DType::kI8);
   EXPECT_LE(steps_apart(got[0], want[0], 1), 1.0);
+}
+
+// A lone relu between a dequantize and a quantize of the same codes clamps them; a dequantize
+// that reads codes with other parameters than they were made with stays out.
+TEST(XnnpackInt8, LoneActivationClampsCodes) {
+  ExportedProgram p;
+  GraphBuilder b(p);
+  Node* x = b.input("x", testing::f32({2, 6}));
+  Node* codes = b.call(OpId::kQuantizePerTensor, {x}, qkw(0.1, 128));
+  Node* relu = b.relu(b.call(OpId::kDequantizePerTensor, {codes}, qkw(0.1, 128)));
+  Node* out = b.call(OpId::kDequantizePerTensor, {b.call(OpId::kQuantizePerTensor, {relu}, qkw(0.1, 128))}, qkw(0.1, 128));
+  Node* other = b.call(OpId::kDequantizePerTensor, {codes}, qkw(0.2, 128), "other_scale");
+  b.outputs({out, other});
+  ExportedProgram lowered = p.clone();
+  ASSERT_EQ(lower(lowered), 1u);
+  auto bytes = lowered.lowered_modules()[0].processed_bytes->bytes();
+  const fb::Graph& g = *fb::GetGraph(bytes.data());
+  std::vector<fb::NodeKind> kinds;
+  for (const fb::Node* n : *g.nodes()) kinds.push_back(n->kind());
+  // 'other_scale' runs outside: the input's codes leave the delegate as uint8 for it.
+  EXPECT_EQ(kinds, (std::vector<fb::NodeKind>{fb::NodeKind::Convert, fb::NodeKind::Clamp, fb::NodeKind::Convert}));
+  EXPECT_EQ(g.outputs()->size(), 2u);
+  EXPECT_EQ(reason(p, other), "it reads the codes of '" + codes->name() + "' with another scale or zero point");
+  Tensor in = random_tensor({2, 6}, 8);
+  ExportedProgram reference = p.clone();
+  std::vector<Tensor> want = interpret(reference, std::span(&in, 1));
+  std::vector<Tensor> got = run_program(lowered, std::span(&in, 1), 1);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(steps_apart(got[0], want[0], 0.1), 0.0);
+  EXPECT_EQ(steps_apart(got[1], want[1], 0.2), 0.0);
 }
 
 std::string reason(const ExportedProgram& p, const Node* n) {
