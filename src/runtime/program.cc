@@ -945,7 +945,7 @@ Result<std::unique_ptr<Method>> Program::load_method(std::string_view name,
   mi->ctx->arena_ = arena;
   mi->ctx->slots_ = &mi->slots;
   mi->ctx->stats_ = &mi->stats;
-  portable::set_blas_threads(std::max(1, options.num_threads));
+  portable::set_blas_threads(1);  // the method's pool splits each GEMM (portable sgemm)
   return std::unique_ptr<Method>(new Method(std::move(mi)));
 }
 

@@ -1,6 +1,5 @@
 // Convolution (1-D/2-D, groups, dilation, asymmetric padding) and 2-D transposed convolution:
 // im2col + sgemm, a direct GEMM for 1x1, a direct loop for depthwise.
-#include <cblas.h>
 
 #include <algorithm>
 #include <cstring>
@@ -281,10 +280,7 @@ Status conv_transpose2d(KernelContext& ctx, const KernelArgs& args, std::vector<
       // col[og*kh*kw, h*w] = W_g^T @ X_g, then scatter-add each column into the output.
       const float* wg = w.data_as<float>() + gi * cg * rows;
       const float* xg = x.data_as<float>() + (n * g.c + gi * cg) * in_plane;
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(rows),
-                  static_cast<int>(in_plane), static_cast<int>(cg), 1.0f, wg,
-                  static_cast<int>(rows), xg, static_cast<int>(in_plane), 0.0f, col,
-                  static_cast<int>(in_plane));
+      sgemm(ctx, true, false, rows, in_plane, cg, 1.0f, wg, rows, xg, in_plane, 0.0f, col, in_plane);
       float* outg = po + (n * g.o + gi * og) * out_plane;
       for (int64_t oc = 0; oc < og; ++oc) {
         float* plane = outg + oc * out_plane;

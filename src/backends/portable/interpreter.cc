@@ -413,7 +413,7 @@ Result<std::unique_ptr<Interpreter>> Interpreter::create(ExportedProgram& progra
   impl->program = &program;
   impl->options = options;
   impl->ctx = std::make_unique<PoolContext>(std::max(1, options.num_threads), options.reuse_buffers);
-  set_blas_threads(std::max(1, options.num_threads));
+  set_blas_threads(1);  // the interpreter's pool splits each GEMM (sgemm)
   KILN_RETURN_IF_ERROR(impl->prepare());
   return std::unique_ptr<Interpreter>(new Interpreter(std::move(impl)));
 }

@@ -307,15 +307,44 @@ float* scratch_floats(size_t n) {
 
 void set_blas_threads(int n) { openblas_set_num_threads(std::max(1, n)); }
 
-void sgemm(KernelContext&, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+namespace {
+
+void sgemm_block(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b,
+              static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+}
+
+}  // namespace
+
+void sgemm(KernelContext& ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
            float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
            float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
-  // OpenBLAS threads (set_blas_threads) split the product; its own blocking does the rest.
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
-              static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
-              c, static_cast<int>(ldc));
+  // The context's threads split the product, each running single-threaded OpenBLAS on a block
+  // of rows or columns of C (the larger side), in steps of kStep: one pool for every kernel,
+  // sized per call, instead of OpenBLAS's process-wide threads spinning beside it. Products
+  // below kSerialMacs stay on the calling thread.
+  constexpr int64_t kStep = 16;
+  constexpr int64_t kSerialMacs = int64_t{1} << 18;
+  const int threads = ctx.num_threads();
+  if (threads <= 1 || m * n * k < kSerialMacs || std::max(m, n) < 2 * kStep) {
+    sgemm_block(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  if (n >= m) {
+    ctx.parallel_for((n + kStep - 1) / kStep, [&](int64_t begin, int64_t end) {
+      const int64_t j0 = begin * kStep, j1 = std::min(n, end * kStep);
+      sgemm_block(trans_a, trans_b, m, j1 - j0, k, alpha, a, lda, trans_b ? b + j0 * ldb : b + j0, ldb, beta, c + j0, ldc);
+    });
+  } else {
+    ctx.parallel_for((m + kStep - 1) / kStep, [&](int64_t begin, int64_t end) {
+      const int64_t i0 = begin * kStep, i1 = std::min(m, end * kStep);
+      sgemm_block(trans_a, trans_b, i1 - i0, n, k, alpha, trans_a ? a + i0 : a + i0 * lda, lda, b, ldb, beta,
+                  c + i0 * ldc, ldc);
+    });
+  }
 }
 
 std::string blas_core_name() {

@@ -34,7 +34,7 @@ std::vector<int64_t> dense_strides(const std::vector<int64_t>& shape);
 float* scratch_floats(size_t n);
 
 /// Row-major C[m,n] = alpha * op(A) op(B) + beta * C with explicit leading dims through
-/// OpenBLAS (which runs on the threads set by set_blas_threads).
+/// single-threaded OpenBLAS, split over ctx's threads by rows or columns when large.
 void sgemm(KernelContext& ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
            float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
            float* c, int64_t ldc);
