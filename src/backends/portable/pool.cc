@@ -268,16 +268,35 @@ Status upsample_nearest2d(KernelContext& ctx, const KernelArgs& args, std::vecto
   for (int64_t ox = 0; ox < aw.out; ++ox) {
     src_x[ox] = std::min(static_cast<int64_t>(std::floor(static_cast<double>(ox) * aw.scale)), w - 1);
   }
+  std::vector<int64_t> src_y(static_cast<size_t>(ah.out));
+  for (int64_t oy = 0; oy < ah.out; ++oy) {
+    src_y[oy] = std::min(static_cast<int64_t>(std::floor(static_cast<double>(oy) * ah.scale)), h - 1);
+  }
   const uint8_t* px = static_cast<const uint8_t*>(x.data());
   uint8_t* po = writable<uint8_t>(out);
-  for (int64_t c = 0; c < planes; ++c) {
-    for (int64_t oy = 0; oy < ah.out; ++oy) {
-      int64_t iy = std::min(static_cast<int64_t>(std::floor(static_cast<double>(oy) * ah.scale)), h - 1);
-      const uint8_t* row = px + ((c * h + iy) * w) * es;
-      uint8_t* orow = po + ((c * ah.out + oy) * aw.out) * es;
-      for (int64_t ox = 0; ox < aw.out; ++ox) std::memcpy(orow + ox * es, row + src_x[ox] * es, es);
+  const size_t out_row = static_cast<size_t>(aw.out) * es;
+  // Each output row gathers its input row once; a row that repeats the one above (upsampling)
+  // is a copy of it. Planes are split over the context's threads.
+  auto gather_row = [&](const uint8_t* row, uint8_t* orow) {
+    dispatch_all(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* in = reinterpret_cast<const T*>(row);
+      T* o = reinterpret_cast<T*>(orow);
+      for (int64_t ox = 0; ox < aw.out; ++ox) o[ox] = in[src_x[ox]];
+    });
+  };
+  ctx.parallel_for(planes, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      for (int64_t oy = 0; oy < ah.out; ++oy) {
+        uint8_t* orow = po + ((c * ah.out + oy) * aw.out) * es;
+        if (oy > 0 && src_y[oy] == src_y[oy - 1]) {
+          std::memcpy(orow, orow - out_row, out_row);
+        } else {
+          gather_row(px + ((c * h + src_y[oy]) * w) * es, orow);
+        }
+      }
     }
-  }
+  });
   outputs->push_back(std::move(out));
   return Status::Ok();
 }
