@@ -21,7 +21,7 @@
 namespace kiln::portable {
 
 struct InterpreterOptions {
-  int num_threads = 1;             ///< threads for GEMM (OpenBLAS) and the parallel kernels
+  int num_threads = 1;             ///< threads for the parallel kernels and GEMMs (split over them)
   bool reuse_buffers = true;       ///< false: every activation gets a fresh buffer
   bool update_buffers = false;     ///< write buffer mutations back into the constant store
 };
