@@ -218,6 +218,46 @@ std::optional<Window> conv_window(const Node& n, std::string* why) {
   return w;
 }
 
+// A 2-D convolution in XNNPACK's terms: its kind (depthwise or not), integer parameters, and
+// filter in XNNPACK's layout ([1, kh, kw, O] for depthwise, else [O, kh, kw, I/g]) made from
+// the model's [O, I/g, kh, kw] elements (floats, or int8 codes).
+template <typename T>
+struct XnnConv {
+  fb::NodeKind kind = fb::NodeKind::Convolution2d;
+  std::vector<int64_t> ints;
+  std::vector<uint64_t> filter_dims;
+  std::vector<T> filter;
+  uint32_t channel_dim = 0;  // the filter's output-channel dim
+};
+
+template <typename T>
+XnnConv<T> xnn_conv(const Node& n, const T* weight, int64_t o, int64_t ipg) {
+  std::string why;
+  const Window w = *conv_window(n, &why);
+  const int64_t groups = n.kwarg_int("groups"), cin = static_shape(*n.input(0))[1], k = w.kh * w.kw;
+  XnnConv<T> c;
+  c.ints = {w.pt, w.pr, w.pb, w.pl, w.kh, w.kw, w.sh, w.sw, w.dh, w.dw};
+  c.filter.resize(static_cast<size_t>(o * ipg * k));
+  if (groups == cin && ipg == 1 && groups > 1) {
+    for (int64_t oc = 0; oc < o; ++oc)
+      for (int64_t i = 0; i < k; ++i) c.filter[size_t(i * o + oc)] = weight[oc * k + i];
+    c.kind = fb::NodeKind::DepthwiseConvolution2d;
+    c.filter_dims = {1, uint64_t(w.kh), uint64_t(w.kw), uint64_t(o)};
+    c.channel_dim = 3;
+    c.ints.push_back(o / cin);  // depth multiplier
+    c.ints.push_back(cin);
+  } else {
+    for (int64_t oc = 0; oc < o; ++oc)
+      for (int64_t ic = 0; ic < ipg; ++ic)
+        for (int64_t i = 0; i < k; ++i) c.filter[size_t((oc * k + i) * ipg + ic)] = weight[(oc * ipg + ic) * k + i];
+    c.filter_dims = {uint64_t(o), uint64_t(w.kh), uint64_t(w.kw), uint64_t(ipg)};
+    c.ints.push_back(groups);
+    c.ints.push_back(ipg);
+    c.ints.push_back(o / groups);
+  }
+  return c;
+}
+
 bool is_mean_over_hw(const Node& n) {
   if (!n.is_call(OpId::kMean) || n.kwarg("dim").is_none()) return false;
   std::vector<int64_t> dims = n.kwarg("dim").to_ints();
@@ -691,59 +731,35 @@ class Builder {
         }
         uint32_t x = qids_[xn->input(0)];
         const int8_t* codes = w->codes.data_as<int8_t>();
-        std::vector<int64_t> ints;
-        std::vector<int8_t> f(static_cast<size_t>(w->codes.numel()));
-        std::vector<uint64_t> fdims;
-        fb::NodeKind kind = fb::NodeKind::Convolution2d;
-        uint32_t channel_dim = 0;
+        XnnConv<int8_t> c;
         if (conv) {
-          std::string why;
-          Window win = *conv_window(n, &why);
-          const int64_t ipg = w->codes.dim(1), groups = n.kwarg_int("groups"), cin = in_shape[1], k = win.kh * win.kw;
-          ints = {win.pt, win.pr, win.pb, win.pl, win.kh, win.kw, win.sh, win.sw, win.dh, win.dw};
-          if (groups == cin && ipg == 1 && groups > 1) {
-            for (int64_t c = 0; c < o; ++c)
-              for (int64_t i = 0; i < k; ++i) f[size_t(i * o + c)] = codes[c * k + i];
-            fdims = {1, uint64_t(win.kh), uint64_t(win.kw), uint64_t(o)};
-            kind = fb::NodeKind::DepthwiseConvolution2d;
-            channel_dim = 3;
-            ints.push_back(o / cin);
-            ints.push_back(cin);
-          } else {
-            for (int64_t oc = 0; oc < o; ++oc)
-              for (int64_t ic = 0; ic < ipg; ++ic)
-                for (int64_t i = 0; i < k; ++i) f[size_t((oc * k + i) * ipg + ic)] = codes[(oc * ipg + ic) * k + i];
-            fdims = {uint64_t(o), uint64_t(win.kh), uint64_t(win.kw), uint64_t(ipg)};
-            ints.push_back(groups);
-            ints.push_back(ipg);
-            ints.push_back(o / groups);
-          }
+          c = xnn_conv(n, codes, o, w->codes.dim(1));
         } else {
           // A fully-connected layer as a 1x1 convolution over [N, 1, 1, K] (this XNNPACK has no
           // per-channel int8 fully-connected operator).
           const int64_t kdim = w->codes.dim(1);
           if (w->codes.rank() != 2 || kdim != in_shape[1]) return false;
-          std::memcpy(f.data(), codes, f.size());
-          fdims = {uint64_t(o), 1, 1, uint64_t(kdim)};
-          ints = {0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, kdim, o};
+          c.filter.assign(codes, codes + w->codes.numel());
+          c.filter_dims = {uint64_t(o), 1, 1, uint64_t(kdim)};
+          c.ints = {0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, kdim, o};
           uint32_t x4 = add_qint8({uint64_t(in_shape[0]), 1, 1, uint64_t(kdim)}, *iq);
           emit(fb::NodeKind::StaticReshape, n, {x}, {x4}, {in_shape[0], 1, 1, kdim});
           x = x4;
         }
-        uint32_t filter = add_static(fdims, f.data(), f.size());
+        uint32_t filter = add_static(c.filter_dims, c.filter.data(), c.filter.size());
         values_[filter].dtype = fb::DataType::QCInt8;
         values_[filter].channel_scales = w->scales;
-        values_[filter].channel_dim = channel_dim;
+        values_[filter].channel_dim = c.channel_dim;
         uint32_t bv = add_static({uint64_t(o)}, b.data(), b.size());
         values_[bv].dtype = fb::DataType::QCInt32;
         values_[bv].channel_scales = bias_scales;
         if (conv) {
           uint32_t y = add_qint8(xnn_dims(out), oq);
-          emit(kind, n, {x, filter, bv}, {y}, ints, {lo, hi});
+          emit(c.kind, n, {x, filter, bv}, {y}, c.ints, {lo, hi});
           return finish(y);
         }
         uint32_t y4 = add_qint8({uint64_t(out[0]), 1, 1, uint64_t(o)}, oq);
-        emit(kind, n, {x, filter, bv}, {y4}, ints, {lo, hi});
+        emit(c.kind, n, {x, filter, bv}, {y4}, c.ints, {lo, hi});
         uint32_t y = add_qint8(xnn_dims(out), oq);
         emit(fb::NodeKind::StaticReshape, n, {y4}, {y}, {out[0], o});
         return finish(y);
@@ -801,42 +817,15 @@ class Builder {
     std::string why;
     switch (n.target()) {
       case OpId::kConvolution: {
-        Window w = *conv_window(n, &why);
         KILN_ASSIGN_OR_RETURN(Tensor wt, folded(n, n.input(1)));
-        const int64_t o = wt.dim(0), ipg = wt.dim(1), groups = n.kwarg_int("groups");
-        const int64_t cin = static_shape(*n.input(0))[1];
+        XnnConv<float> c = xnn_conv(n, wt.data_as<float>(), wt.dim(0), wt.dim(1));
         KILN_ASSIGN_OR_RETURN(uint32_t x, value_of(n, n.input(0)));
         uint32_t bias = kAbsent;
         if (!n.arg(2).is_none()) {
           KILN_ASSIGN_OR_RETURN(bias, value_of(n, n.arg(2).node()));
         }
-        std::vector<int64_t> ints{w.pt, w.pr, w.pb, w.pl, w.kh, w.kw, w.sh, w.sw, w.dh, w.dw};
-        uint32_t filter;
-        if (groups == cin && ipg == 1 && groups > 1) {
-          // Depthwise: [C*m, 1, kh, kw] -> [1, kh, kw, C*m].
-          std::vector<float> f(static_cast<size_t>(wt.numel()));
-          const float* src = wt.data_as<float>();
-          const int64_t k = w.kh * w.kw;
-          for (int64_t c = 0; c < o; ++c)
-            for (int64_t i = 0; i < k; ++i) f[static_cast<size_t>(i * o + c)] = src[c * k + i];
-          filter = add_static({1, uint64_t(w.kh), uint64_t(w.kw), uint64_t(o)}, f.data(), f.size());
-          ints.push_back(o / cin);  // depth multiplier
-          ints.push_back(cin);
-          emit(fb::NodeKind::DepthwiseConvolution2d, n, {x, filter, bias}, {output_of(n)}, ints, {-kInf, kInf});
-        } else {
-          // [O, I/g, kh, kw] -> [O, kh, kw, I/g].
-          std::vector<float> f(static_cast<size_t>(wt.numel()));
-          const float* src = wt.data_as<float>();
-          const int64_t k = w.kh * w.kw;
-          for (int64_t oc = 0; oc < o; ++oc)
-            for (int64_t ic = 0; ic < ipg; ++ic)
-              for (int64_t i = 0; i < k; ++i) f[static_cast<size_t>((oc * k + i) * ipg + ic)] = src[(oc * ipg + ic) * k + i];
-          filter = add_static({uint64_t(o), uint64_t(w.kh), uint64_t(w.kw), uint64_t(ipg)}, f.data(), f.size());
-          ints.push_back(groups);
-          ints.push_back(ipg);
-          ints.push_back(o / groups);
-          emit(fb::NodeKind::Convolution2d, n, {x, filter, bias}, {output_of(n)}, ints, {-kInf, kInf});
-        }
+        uint32_t filter = add_static(c.filter_dims, c.filter.data(), c.filter.size());
+        emit(c.kind, n, {x, filter, bias}, {output_of(n)}, c.ints, {-kInf, kInf});
         return Status::Ok();
       }
       case OpId::kConvTranspose2d: {
