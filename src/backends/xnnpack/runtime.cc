@@ -264,7 +264,7 @@ struct Transpose {
 };
 
 template <typename T>
-void transpose_planes(pthreadpool* pool, const T* src, T* dst, size_t n, size_t a, size_t b, T flip = 0) {
+void transpose_planes(pthreadpool* pool, const T* src, T* dst, size_t n, size_t a, size_t b, T flip) {
   Transpose<T> t{src, dst, a, b, (b + Transpose<T>::kTile - 1) / Transpose<T>::kTile, flip};
   const size_t tasks = n * t.tiles_per_plane;
   constexpr size_t kParallelElements = size_t{1} << 15;  // below this, a dispatch costs more than it saves
@@ -277,26 +277,27 @@ void transpose_planes(pthreadpool* pool, const T* src, T* dst, size_t n, size_t 
 
 // Copies an external value between the caller's layout and the delegate's: NCHW <-> NHWC for
 // rank-4 values, int8 <-> uint8 codes for caller_uint8 ones.
-void copy_boundary(pthreadpool* pool, const Value& v, const void* src, void* dst, bool into_delegate) {
-  if (v.esize == 4) {
-    if (!v.nchw) {
-      std::memcpy(dst, src, v.numel * 4);
-    } else if (into_delegate) {
-      transpose_planes(pool, static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), v.dims[0], v.dims[3], v.dims[1] * v.dims[2]);
-    } else {
-      transpose_planes(pool, static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), v.dims[0], v.dims[1] * v.dims[2], v.dims[3]);
-    }
-    return;
-  }
-  const uint8_t flip = v.caller_uint8 ? 0x80 : 0;
-  const auto* s = static_cast<const uint8_t*>(src);
-  auto* d = static_cast<uint8_t*>(dst);
+template <typename T>
+void copy_boundary(pthreadpool* pool, const Value& v, const void* src, void* dst, bool into_delegate, T flip) {
+  const T* s = static_cast<const T*>(src);
+  T* d = static_cast<T*>(dst);
   if (!v.nchw) {
     for (size_t i = 0; i < v.numel; ++i) d[i] = s[i] ^ flip;
-  } else if (into_delegate) {
-    transpose_planes(pool, s, d, v.dims[0], v.dims[3], v.dims[1] * v.dims[2], flip);
+    return;
+  }
+  const size_t hw = v.dims[1] * v.dims[2], c = v.dims[3];
+  if (into_delegate) {
+    transpose_planes(pool, s, d, v.dims[0], c, hw, flip);
   } else {
-    transpose_planes(pool, s, d, v.dims[0], v.dims[1] * v.dims[2], v.dims[3], flip);
+    transpose_planes(pool, s, d, v.dims[0], hw, c, flip);
+  }
+}
+
+void copy_boundary(pthreadpool* pool, const Value& v, const void* src, void* dst, bool into_delegate) {
+  if (v.esize == 4) {
+    copy_boundary<uint32_t>(pool, v, src, dst, into_delegate, 0);
+  } else {
+    copy_boundary<uint8_t>(pool, v, src, dst, into_delegate, v.caller_uint8 ? 0x80 : 0);
   }
 }
 
