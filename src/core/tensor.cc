@@ -101,9 +101,14 @@ Result<size_t> checked_bytes(DType dtype, std::span<const int64_t> shape, std::s
 
 }  // namespace
 
-Result<Tensor> Tensor::create(DType dtype, std::vector<int64_t> shape, std::string_view what) {
+Result<size_t> checked_tensor_bytes(DType dtype, std::span<const int64_t> shape, std::string_view what) {
   KILN_ASSIGN_OR_RETURN(size_t bytes, checked_bytes(dtype, shape, what));
   KILN_RETURN_IF_ERROR(check_memory(bytes, fmt::format("{} ({})", what, format_shape(dtype, shape))));
+  return bytes;
+}
+
+Result<Tensor> Tensor::create(DType dtype, std::vector<int64_t> shape, std::string_view what) {
+  KILN_ASSIGN_OR_RETURN(size_t bytes, checked_tensor_bytes(dtype, shape, what));
   auto storage = HeapStorage::try_allocate(bytes);
   if (storage == nullptr) {
     return resource_exhausted("{} ({}): cannot allocate {}", what, format_shape(dtype, shape),

@@ -192,15 +192,10 @@ Status check_random_inputs(const ExportedProgram& program, const GivenInputs& gi
     const Node* n = program.graph().find(s.arg);
     if (n == nullptr || !n->has_spec()) continue;
     const TensorSpec& spec = n->spec();
-    std::vector<int64_t> sizes;
+    std::vector<int64_t> sizes;  // as random_input makes it: a symbolic dim at 1
     for (const Dim& d : spec.shape) sizes.push_back(d.is_static() ? d.value() : 1);
-    const std::string what = fmt::format("input '{}' ({})", s.name, format_shape(spec.dtype, sizes));
-    auto numel = checked_numel(sizes);
-    const size_t esize = dtype_size(spec.dtype);
-    if (!numel || static_cast<uint64_t>(*numel) > SIZE_MAX / esize) {
-      return invalid_argument("{}: the shape has a negative dim or overflows", what);
-    }
-    KILN_RETURN_IF_ERROR(check_memory(static_cast<size_t>(*numel) * esize, what));
+    auto bytes = checked_tensor_bytes(spec.dtype, sizes, fmt::format("input '{}'", s.name));
+    if (!bytes.ok()) return bytes.status();
   }
   return Status::Ok();
 }

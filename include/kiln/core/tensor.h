@@ -95,6 +95,11 @@ bool is_elided(const Storage& s);
 /// Number of elements of a static shape (1 for a scalar); nullopt on overflow or a negative dim.
 std::optional<int64_t> checked_numel(std::span<const int64_t> shape);
 
+/// Bytes a tensor of `shape` takes, when it may be allocated: invalid argument naming `what` for
+/// a negative or overflowing shape, resource exhausted past the memory limit (check_memory).
+/// What Tensor::create checks before it allocates.
+Result<size_t> checked_tensor_bytes(DType dtype, std::span<const int64_t> shape, std::string_view what);
+
 /// A dense row-major tensor. Copies share storage; the first write through mutable_data() on a
 /// shared tensor copies its bytes (so a duplicated constant costs nothing until written).
 class Tensor {
