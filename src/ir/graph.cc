@@ -47,6 +47,14 @@ const Arg& Node::kwarg(std::string_view name) const {
   return args_[num_args_ + static_cast<uint32_t>(idx)];
 }
 
+std::string_view Node::fused_activation() const {
+  if (op_ != OpKind::kCallFunction) return "none";
+  int idx = schema().keyword_index("activation");
+  if (idx < 0 || static_cast<uint32_t>(idx) >= num_kwargs_) return "none";
+  const Arg& a = args_[num_args_ + static_cast<uint32_t>(idx)];
+  return a.kind() == Arg::Kind::kStr ? std::string_view(a.to_str()) : std::string_view("none");
+}
+
 std::vector<Node*> Node::input_nodes() const {
   std::vector<Node*> out;
   for (uint32_t i = 0; i < num_uses_; ++i) {
@@ -118,10 +126,14 @@ void Graph::free_args_storage(Node* n) {
 }
 
 // Names `n` after `base_in` (sanitized), or base_N with the next free N.
+namespace {
+bool clean_name(std::string_view name) {
+  return !name.empty() && !(name[0] >= '0' && name[0] <= '9') && std::all_of(name.begin(), name.end(), is_ident_char);
+}
+}  // namespace
+
 void Graph::assign_unique_name(Node* n, std::string_view base_in) {
-  bool clean = !base_in.empty() && !(base_in[0] >= '0' && base_in[0] <= '9') &&
-               std::all_of(base_in.begin(), base_in.end(), is_ident_char);
-  n->name_ = clean ? names_.insert_unique(base_in, n) : names_.insert_unique(sanitize(base_in), n);
+  n->name_ = clean_name(base_in) ? names_.insert_unique(base_in, n) : names_.insert_unique(sanitize(base_in), n);
 }
 
 Node* Graph::new_node(OpKind kind, std::string_view name) {
@@ -513,8 +525,16 @@ void Graph::move_after(Node* node, Node* pos) {
 }
 
 const std::string& Graph::rename(Node* node, std::string_view name) {
+  std::string wanted(name);  // may view node's own name
   names_.erase(node->name_);
-  assign_unique_name(node, name);
+  // A free name is given as is, also one an erased node had (insert_unique would go on numbering
+  // a stem that was taken once): a pass that replaces a node keeps its name.
+  if (clean_name(wanted) && names_.find(wanted) == nullptr) {
+    node->name_ = std::move(wanted);
+    if (names_.insert(node->name_, node)) return node->name_;
+    wanted = node->name_;
+  }
+  assign_unique_name(node, wanted);
   return node->name_;
 }
 

@@ -183,6 +183,7 @@ Status infer_matmul(const Node& node, SpecList* out) {
 }
 
 Status infer_linear(const Node& node, SpecList* out) {
+  KILN_RETURN_IF_ERROR(check_fused_activation(node));
   const TensorSpec& input = arg_spec(node, 0);
   const TensorSpec& weight = arg_spec(node, 1);
   if (input.rank() == 0) {
@@ -214,6 +215,7 @@ Status infer_linear(const Node& node, SpecList* out) {
 }
 
 Status infer_addmm(const Node& node, SpecList* out) {
+  KILN_RETURN_IF_ERROR(check_fused_activation(node));
   const TensorSpec& self = arg_spec(node, 0);
   const TensorSpec& a = arg_spec(node, 1);
   const TensorSpec& b = arg_spec(node, 2);
@@ -235,6 +237,7 @@ Status infer_addmm(const Node& node, SpecList* out) {
 }
 
 Status infer_convolution(const Node& node, SpecList* out) {
+  KILN_RETURN_IF_ERROR(check_fused_activation(node));
   const TensorSpec& input = arg_spec(node, 0);
   const TensorSpec& weight = arg_spec(node, 1);
   if (weight.rank() != 3 && weight.rank() != 4) {
@@ -293,6 +296,7 @@ Status infer_convolution(const Node& node, SpecList* out) {
 }
 
 Status infer_conv_transpose2d(const Node& node, SpecList* out) {
+  KILN_RETURN_IF_ERROR(check_fused_activation(node));
   const TensorSpec& input = arg_spec(node, 0);
   const TensorSpec& weight = arg_spec(node, 1);
   KILN_RETURN_IF_ERROR(expect_rank("input", input, 4));

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kiln/ir/fused_activation.h"
+
 namespace kiln::shape {
 namespace {
 
@@ -166,6 +168,31 @@ std::string shape_string(const Shape& dims) {
 }
 
 std::string ints_string(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
+
+Status check_fused_activation(const Node& node) {
+  const std::string& name = node.kwarg("activation").to_str();
+  auto act = fused_activation_from_name(name);
+  if (!act) {
+    return invalid_argument("argument 'activation': got \"{}\", expected one of {}", name,
+                            fmt::join(kFusedActivationNames, ", "));
+  }
+  const Arg& lo = node.kwarg("clamp_min");
+  const Arg& hi = node.kwarg("clamp_max");
+  if (*act != FusedActivation::kClamp) {
+    if (!lo.is_none() || !hi.is_none()) {
+      return invalid_argument("arguments 'clamp_min' / 'clamp_max': given with activation \"{}\" (only clamp "
+                              "takes them)", name);
+    }
+    return Status::Ok();
+  }
+  if (lo.is_none() && hi.is_none()) {
+    return invalid_argument("activation \"clamp\" needs clamp_min or clamp_max");
+  }
+  if (!lo.is_none() && !hi.is_none() && !(lo.to_float() <= hi.to_float())) {
+    return invalid_argument("activation \"clamp\": clamp_min {} is above clamp_max {}", lo.to_float(), hi.to_float());
+  }
+  return Status::Ok();
+}
 
 Status expect_floating(std::string_view arg, const TensorSpec& s) {
   if (is_floating(s.dtype)) return Status::Ok();

@@ -67,6 +67,9 @@ std::string shape_string(const Shape& dims);
 /// "[1, 2]" for an int list.
 std::string ints_string(const std::vector<int64_t>& v);
 
+/// The fused activation of a linear / addmm / convolution / conv_transpose2d call: a name
+/// fused_activation_known() takes, and clamp bounds with clamp only (at least one, min <= max).
+Status check_fused_activation(const Node& node);
 Status expect_floating(std::string_view arg, const TensorSpec& s);
 Status expect_numeric(std::string_view arg, const TensorSpec& s);  ///< not bool
 Status expect_index(std::string_view arg, const TensorSpec& s);    ///< i32 or i64

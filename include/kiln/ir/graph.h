@@ -83,7 +83,8 @@ class Graph {
   /// Moves `node` just before `pos` (which must not be `node`). Callers keep order valid.
   void move_before(Node* node, Node* pos);
   void move_after(Node* node, Node* pos);
-  /// Renames `node` to `name` made unique; returns the name given.
+  /// Renames `node` to `name` when that is free (also when an erased node had it), else to
+  /// `name` made unique; returns the name given.
   const std::string& rename(Node* node, std::string_view name);
 
   // ---- Queries.

@@ -174,6 +174,9 @@ class Node {
   int64_t kwarg_int(std::string_view name) const { return kwarg(name).to_int(); }
   double kwarg_float(std::string_view name) const { return kwarg(name).to_float(); }
   bool kwarg_bool(std::string_view name) const { return kwarg(name).to_bool(); }
+  /// The activation fused into a linear / addmm / convolution / conv_transpose2d call (its
+  /// `activation` keyword); "none" for every other node.
+  std::string_view fused_activation() const;
 
   /// Every node this node reads, in argument order, with repeats.
   std::span<const Use> operands() const { return {uses_, num_uses_}; }

@@ -214,6 +214,7 @@ Status convolution(KernelContext& ctx, const KernelArgs& args, std::vector<Tenso
   const char* op = "convolution";
   const float* bias = nullptr;
   KILN_ASSIGN_OR_RETURN(Geometry g, conv_operands(args, false, op, &bias));
+  KILN_ASSIGN_OR_RETURN(Epilogue epilogue, read_epilogue(args, op));
   const Tensor &x = args.tensor(0), &w = args.tensor(1);
   std::vector<int64_t> shape = g.one_d ? std::vector<int64_t>{g.n, g.o, g.ow}
                                        : std::vector<int64_t>{g.n, g.o, g.oh, g.ow};
@@ -230,6 +231,7 @@ Status convolution(KernelContext& ctx, const KernelArgs& args, std::vector<Tenso
         int64_t ch = i % g.c;
         depthwise_channel(px + i * in_plane, pw + ch * g.kh * g.kw, bias ? bias[ch] : 0.0f, g,
                           po + i * out_plane);
+        apply_epilogue(epilogue, po + i * out_plane, out_plane);
       }
     });
     outputs->push_back(std::move(out));
@@ -259,6 +261,7 @@ Status convolution(KernelContext& ctx, const KernelArgs& args, std::vector<Tenso
       }
       sgemm(ctx, false, false, og, out_plane, ksize, 1.0f, pw + gi * og * ksize, ksize, b_mat,
             out_plane, beta, og_out, out_plane);
+      apply_epilogue(ctx, epilogue, og_out, og * out_plane);
     }
   }
   outputs->push_back(std::move(out));
@@ -269,6 +272,7 @@ Status conv_transpose2d(KernelContext& ctx, const KernelArgs& args, std::vector<
   const char* op = "conv_transpose2d";
   const float* bias = nullptr;
   KILN_ASSIGN_OR_RETURN(Geometry g, conv_operands(args, true, op, &bias));
+  KILN_ASSIGN_OR_RETURN(Epilogue epilogue, read_epilogue(args, op));
   const Tensor &x = args.tensor(0), &w = args.tensor(1);
   Tensor out = ctx.allocate(DType::kF32, {g.n, g.o, g.oh, g.ow});
   float* po = writable<float>(out);
@@ -302,6 +306,7 @@ Status conv_transpose2d(KernelContext& ctx, const KernelArgs& args, std::vector<
       }
     }
   }
+  apply_epilogue(ctx, epilogue, po, out.numel());
   outputs->push_back(std::move(out));
   return Status::Ok();
 }

@@ -321,20 +321,16 @@ Status erf(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outp
   return unary_float(ctx, args, outputs, "erf", [](float x) { return std::erf(x); });
 }
 Status sigmoid(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
-  return unary_float(ctx, args, outputs, "sigmoid",
-                     [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
+  return unary_float(ctx, args, outputs, "sigmoid", act::sigmoid);
 }
 Status tanh(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
-  return unary_float(ctx, args, outputs, "tanh", [](float x) { return std::tanh(x); });
+  return unary_float(ctx, args, outputs, "tanh", act::tanh);
 }
 Status silu(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
-  return unary_float(ctx, args, outputs, "silu",
-                     [](float x) { return x / (1.0f + std::exp(-x)); });
+  return unary_float(ctx, args, outputs, "silu", act::silu);
 }
 Status hardswish(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
-  return unary_float(ctx, args, outputs, "hardswish", [](float x) {
-    return x * std::min(std::max(x + 3.0f, 0.0f), 6.0f) / 6.0f;
-  });
+  return unary_float(ctx, args, outputs, "hardswish", act::hardswish);
 }
 Status hardsigmoid(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
   float alpha = static_cast<float>(args.attr_float("alpha", 1.0 / 6.0));
@@ -357,9 +353,7 @@ Status gelu(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* out
     });
   }
   if (approx != "none") return invalid_argument("gelu: approximate '{}' (expected none or tanh)", approx);
-  return unary_float(ctx, args, outputs, "gelu", [](float x) {
-    return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f));
-  });
+  return unary_float(ctx, args, outputs, "gelu", act::gelu);
 }
 
 Status prelu(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {

@@ -118,6 +118,49 @@ Status need_f32(const Tensor& t, const char* op, const char* what) {
   return Status::Ok();
 }
 
+Result<Epilogue> read_epilogue(const KernelArgs& args, const char* op) {
+  Epilogue e;
+  std::string name = args.attr_str("activation", "none");
+  auto kind = fused_activation_from_name(name);
+  if (!kind) return invalid_argument("{}: unknown fused activation '{}'", op, name);
+  e.kind = *kind;
+  auto lo = args.attr_opt_float("clamp_min");
+  auto hi = args.attr_opt_float("clamp_max");
+  if (e.kind != FusedActivation::kClamp && (lo || hi)) {
+    return invalid_argument("{}: clamp_min / clamp_max given with activation '{}'", op, name);
+  }
+  if (lo) e.lo = static_cast<float>(*lo);
+  if (hi) e.hi = static_cast<float>(*hi);
+  return e;
+}
+
+void apply_epilogue(const Epilogue& e, float* p, int64_t n) {
+  auto each = [p, n](auto fn) {
+    for (int64_t i = 0; i < n; ++i) p[i] = fn(p[i]);
+  };
+  switch (e.kind) {
+    case FusedActivation::kNone: return;
+    case FusedActivation::kRelu: return each(act::relu);
+    case FusedActivation::kRelu6: return each(act::relu6);
+    case FusedActivation::kClamp: return each([lo = e.lo, hi = e.hi](float x) { return std::min(std::max(x, lo), hi); });
+    case FusedActivation::kHardswish: return each(act::hardswish);
+    case FusedActivation::kSigmoid: return each(act::sigmoid);
+    case FusedActivation::kSilu: return each(act::silu);
+    case FusedActivation::kTanh: return each(act::tanh);
+    case FusedActivation::kGelu: return each(act::gelu);
+  }
+}
+
+void apply_epilogue(KernelContext& ctx, const Epilogue& e, float* p, int64_t n) {
+  if (e.kind == FusedActivation::kNone) return;
+  constexpr int64_t kChunk = 16384;  // below this, one thread: a split costs more than it saves
+  if (n < 2 * kChunk || ctx.num_threads() == 1) return apply_epilogue(e, p, n);
+  ctx.parallel_for((n + kChunk - 1) / kChunk, [&](int64_t begin, int64_t end) {
+    int64_t first = begin * kChunk;
+    apply_epilogue(e, p + first, std::min(end * kChunk, n) - first);
+  });
+}
+
 Result<int64_t> norm_dim(int64_t dim, int64_t rank, const char* op) {
   int64_t r = std::max<int64_t>(rank, 1);
   if (dim < -r || dim >= r) {

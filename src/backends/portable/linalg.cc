@@ -118,6 +118,7 @@ Status linear(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* o
   const Tensor &x = args.tensor(0), &w = args.tensor(1);
   KILN_RETURN_IF_ERROR(need_f32(x, "linear", "input"));
   KILN_RETURN_IF_ERROR(need_f32(w, "linear", "weight"));
+  KILN_ASSIGN_OR_RETURN(Epilogue epilogue, read_epilogue(args, "linear"));
   if (x.rank() < 1 || w.rank() != 2 || x.dim(x.rank() - 1) != w.dim(1)) {
     return invalid_argument("linear: input [{}] does not fit weight [{}]",
                             fmt::join(x.shape(), ", "), fmt::join(w.shape(), ", "));
@@ -142,6 +143,7 @@ Status linear(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* o
     beta = 1.0f;
   }
   gemm(ctx, false, true, m, n, kk, 1.0f, x.data_as<float>(), w.data_as<float>(), beta, po);
+  apply_epilogue(ctx, epilogue, po, out.numel());
   outputs->push_back(std::move(out));
   return Status::Ok();
 }
@@ -154,6 +156,7 @@ Status addmm(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* ou
   KILN_RETURN_IF_ERROR(need_f32(c, "addmm", "self"));
   KILN_RETURN_IF_ERROR(need_f32(a, "addmm", "mat1"));
   KILN_RETURN_IF_ERROR(need_f32(b, "addmm", "mat2"));
+  KILN_ASSIGN_OR_RETURN(Epilogue epilogue, read_epilogue(args, "addmm"));
   if (a.rank() != 2 || b.rank() != 2 || a.dim(1) != b.dim(0)) {
     return invalid_argument("addmm: mat1 [{}] and mat2 [{}] do not multiply",
                             fmt::join(a.shape(), ", "), fmt::join(b.shape(), ", "));
@@ -169,6 +172,7 @@ Status addmm(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* ou
   std::copy(cb.data_as<float>(), cb.data_as<float>() + out.numel(), po);
   gemm(ctx, false, false, a.dim(0), b.dim(1), a.dim(1), alpha, a.data_as<float>(), b.data_as<float>(),
        beta, po);
+  apply_epilogue(ctx, epilogue, po, out.numel());
   outputs->push_back(std::move(out));
   return Status::Ok();
 }

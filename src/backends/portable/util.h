@@ -1,11 +1,14 @@
 // Helpers shared by the portable kernels (internal).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "kiln/backends/portable/kernels.h"
+#include "kiln/ir/fused_activation.h"
 
 namespace kiln::portable {
 
@@ -38,6 +41,31 @@ float* scratch_floats(size_t n);
 void sgemm(KernelContext& ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
            float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
            float* c, int64_t ldc);
+
+/// The float activations, one definition for the elementwise kernels and the fused epilogue of
+/// linear / addmm / convolution (so that fusing changes no bit of the result).
+namespace act {
+inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
+inline float relu6(float x) { return x < 0.0f ? 0.0f : (x > 6.0f ? 6.0f : x); }
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+inline float tanh(float x) { return std::tanh(x); }
+inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+inline float hardswish(float x) { return x * std::min(std::max(x + 3.0f, 0.0f), 6.0f) / 6.0f; }
+inline float gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f)); }
+}  // namespace act
+
+/// The activation a linear / addmm / convolution / conv_transpose2d call ends in (its
+/// `activation`, `clamp_min` and `clamp_max` attributes).
+struct Epilogue {
+  FusedActivation kind = FusedActivation::kNone;
+  float lo = -INFINITY, hi = INFINITY;  ///< clamp's bounds
+};
+/// Reads the attributes; an unknown name or bad bounds are an error naming `op`.
+Result<Epilogue> read_epilogue(const KernelArgs& args, const char* op);
+/// Applies `e` to p[0, n) in place.
+void apply_epilogue(const Epilogue& e, float* p, int64_t n);
+/// apply_epilogue split over ctx's threads when p is large.
+void apply_epilogue(KernelContext& ctx, const Epilogue& e, float* p, int64_t n);
 
 /// Calls f(T{}) with T the C++ type of `dtype` (bool as uint8_t; f16/bf16 as uint16_t).
 template <typename F>

@@ -280,6 +280,10 @@ SupportResult no(std::string why) { return SupportResult::no(std::move(why)); }
 
 SupportResult check_node(const ExportedProgram& ep, const Node& n) {
   if (n.is_call(OpId::kCallDelegate) || n.is_call(OpId::kGetitem)) return no(fmt::format("op '{}' is not an XNNPACK op", n.target_name()));
+  if (n.fused_activation() != "none") {
+    return no(fmt::format("it ends in the fused activation '{}' (fuse_activations runs after partitioning)",
+                          n.fused_activation()));
+  }
   // Quantized graphs: weights are dequantized when compiling; activations stay int8 codes.
   if (n.is_call(OpId::kDequantizePerTensor) || n.is_call(OpId::kDequantizePerChannel) || n.is_call(OpId::kPermute)) {
     if (foldable(ep, &n)) return SupportResult::yes();

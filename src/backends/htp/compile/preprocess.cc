@@ -60,6 +60,10 @@ SupportResult check_node(const Options& options, const SupportOptions& skip, con
     return SupportResult::yes();
   }
   if (!has_builder(n.target())) return SupportResult::no(fmt::format("op '{}' has no HTP builder", n.target_name()));
+  if (n.fused_activation() != "none") {
+    return SupportResult::no(fmt::format("it ends in the fused activation '{}' (fuse_activations runs after "
+                                         "partitioning)", n.fused_activation()));
+  }
   bool fp16 = options.backend_options.htp_options.precision == HtpPrecision::kFp16;
   if (fp16 && is_qdq(n)) {
     return SupportResult::no(fmt::format("op '{}' is a quantization op and the precision is fp16", n.target_name()));
