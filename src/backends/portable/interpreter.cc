@@ -24,6 +24,48 @@ AttrValue to_attr(const Arg& a) {
   }
 }
 
+}  // namespace
+
+KernelArgs kernel_args(const Node& n, const std::function<const Tensor*(const Node*)>& value_of) {
+  KernelArgs args;
+  for (const Arg& a : n.args()) {
+    if (a.is_node()) {
+      args.inputs.push_back(KernelInput::of(value_of(a.node())));
+    } else if (a.is_node_list()) {
+      std::vector<const Tensor*> list;
+      for (Node* m : a.nodes()) list.push_back(value_of(m));
+      args.inputs.push_back(KernelInput::of_list(std::move(list)));
+    } else if (a.is_number()) {
+      args.inputs.push_back(KernelInput::of_number(a.to_float(), a.kind() == Arg::Kind::kInt));
+    } else if (a.kind() == Arg::Kind::kBool) {
+      args.inputs.push_back(KernelInput::of_number(a.to_bool() ? 1 : 0, true));
+    } else {
+      args.inputs.push_back(KernelInput::none());
+    }
+  }
+  const Schema& schema = n.schema();
+  for (size_t i = 0; i < schema.keyword.size() && i < n.kwargs().size(); ++i) {
+    args.attrs.push_back({schema.keyword[i].name, to_attr(n.kwargs()[i])});
+  }
+  return args;
+}
+
+Result<std::vector<Tensor>> evaluate_node(const Node& n, const std::function<const Tensor*(const Node*)>& value_of) {
+  if (n.op() != OpKind::kCallFunction) return invalid_argument("node '{}' is not a call", n.name());
+  KernelFn fn = find_kernel(op_name(n.target()));
+  if (fn == nullptr) return unsupported("node '{}': no portable kernel for '{}'", n.name(), n.target_name());
+  for (const Use& u : n.operands()) {
+    if (value_of(u.value) == nullptr) return invalid_argument("node '{}': no value for input '{}'", n.name(), u.value->name());
+  }
+  SimpleKernelContext ctx;
+  std::vector<Tensor> out;
+  Status s = fn(ctx, kernel_args(n, value_of), &out);
+  if (!s.ok()) return s.with_context(fmt::format("node '{}'", n.name()));
+  return out;
+}
+
+namespace {
+
 // Activation buffers: every storage handed out stays in the pool; a storage is free again when
 // the pool holds its only reference (all tensors viewing it were released).
 class PoolContext final : public KernelContext {
@@ -234,25 +276,7 @@ Status Interpreter::Impl::prepare() {
             missing.push_back(fmt::format("'{}' ({})", n->name(), op_name(n->target())));
             break;
           }
-          for (const Arg& a : n->args()) {
-            if (a.is_node()) {
-              s.args.inputs.push_back(KernelInput::of(&single[a.node()->id()]));
-            } else if (a.is_node_list()) {
-              std::vector<const Tensor*> list;
-              for (Node* m : a.nodes()) list.push_back(&single[m->id()]);
-              s.args.inputs.push_back(KernelInput::of_list(std::move(list)));
-            } else if (a.is_number()) {
-              s.args.inputs.push_back(KernelInput::of_number(a.to_float(), a.kind() == Arg::Kind::kInt));
-            } else if (a.kind() == Arg::Kind::kBool) {
-              s.args.inputs.push_back(KernelInput::of_number(a.to_bool() ? 1 : 0, true));
-            } else {
-              s.args.inputs.push_back(KernelInput::none());
-            }
-          }
-          const Schema& schema = n->schema();
-          for (size_t i = 0; i < schema.keyword.size() && i < n->kwargs().size(); ++i) {
-            s.args.attrs.push_back({schema.keyword[i].name, to_attr(n->kwargs()[i])});
-          }
+          s.args = kernel_args(*n, [this](const Node* m) { return &single[m->id()]; });
         }
         for (const Use& u : n->operands()) last_use[u.value->id()] = static_cast<int64_t>(steps.size());
         // A value nobody reads is released right after it is made.

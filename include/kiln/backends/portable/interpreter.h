@@ -16,6 +16,7 @@
 
 #include "kiln/core/status.h"
 #include "kiln/core/tensor.h"
+#include "kiln/backends/portable/kernels.h"
 #include "kiln/ir/exported_program.h"
 
 namespace kiln::portable {
@@ -50,6 +51,16 @@ struct RunResult {
   std::vector<Tensor> outputs;                              ///< user outputs, in order
   std::vector<std::pair<std::string, Tensor>> mutations;    ///< buffer name -> new value
 };
+
+/// The kernel arguments of call node `n`, its tensor inputs given by `value_of` (which must
+/// return a tensor for every node `n` reads, alive while the arguments are used).
+KernelArgs kernel_args(const Node& n, const std::function<const Tensor*(const Node*)>& value_of);
+
+/// Runs call node `n` once on one thread with the portable kernel of its op: its outputs, or an
+/// error naming the node (no kernel, a missing input, the kernel's own error). Constant folding
+/// evaluates nodes this way.
+[[nodiscard]] Result<std::vector<Tensor>> evaluate_node(const Node& n,
+                                                        const std::function<const Tensor*(const Node*)>& value_of);
 
 class Interpreter {
  public:
