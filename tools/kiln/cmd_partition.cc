@@ -40,6 +40,7 @@ Status partitioned(PartitionArgs& args, CompiledMethod& cm) {
     if (!ranges.ok()) return ranges.status().with_context("--dim");
     KILN_RETURN_IF_ERROR(bind_fixed_dims(cm, *ranges));
   }
+  KILN_RETURN_IF_ERROR(optimize_method(cm, args.compile));
   return quantize_and_lower(cm, args.compile, samples, {}, std::cerr);
 }
 
@@ -105,6 +106,8 @@ void add_partition_options(CLI::App& cmd, PartitionArgs& args) {
   cmd.add_option("--max-partitions", args.compile.max_partitions, "Keep only the N largest partitions (0: all)");
   cmd.add_option("--max-partition-nodes", args.compile.max_partition_nodes,
                  "Shard partitions into pieces of at most this many nodes");
+  cmd.add_flag("--no-optimize", args.compile.no_optimize,
+               "Partition the model as imported, without the graph passes kiln compile runs first");
   add_quant_options(cmd, args.compile);
   add_htp_options(cmd, args.compile);
 }

@@ -130,8 +130,9 @@ Result<std::vector<Tensor>> gather_inputs(const RunArgs& args, const Engine& eng
   return inputs;
 }
 
-// The interpreter over the model's IR, with the lowered modules of a delegated program (`kiln
-// partition -o`) run by their delegates.
+// The interpreter over the model's IR (after the graph passes kiln compile runs, unless
+// --no-optimize), with the lowered modules of a delegated program (`kiln partition -o`) run by
+// their delegates.
 Result<Engine> interpreter_engine(const RunArgs& args) {
   if (is_program_file(args.model)) {
     return invalid_argument("--interpreter runs a model's IR (.onnx or .kir); '{}' is a program file",
@@ -139,6 +140,7 @@ Result<Engine> interpreter_engine(const RunArgs& args) {
   }
   auto program = std::make_shared<ExportedProgram>();
   KILN_ASSIGN_OR_RETURN(*program, load_model(args.model));
+  KILN_RETURN_IF_ERROR(optimize_for_interpreter(*program, args.compile));
   portable::InterpreterOptions options;
   options.num_threads = std::max(1, args.threads);
   KILN_ASSIGN_OR_RETURN(auto interp, portable::Interpreter::create(*program, options));
@@ -379,7 +381,8 @@ void add_model_options(CLI::App& sub, RunArgs& args) {
   sub.add_option("model", args.model, "a program file (.kpte), or a model (.onnx or .kir) to compile in memory")->required();
   sub.add_option("--method", args.method, "the method to run (default forward)");
   sub.add_flag("--interpreter", args.interpreter,
-               "run the model's IR with the portable interpreter instead of the runtime");
+               "run the model's IR with the portable interpreter instead of the runtime (after the graph "
+               "passes, unless --no-optimize)");
   sub.add_flag("--verify", args.verify, "program files: check every segment's checksum first");
   add_compile_options(sub, args.compile);
   sub.add_option("--input", args.inputs, "name=file.npy (repeatable)");

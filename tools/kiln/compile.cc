@@ -12,6 +12,7 @@
 #include "kiln/backends/demo/demo_backend.h"
 #include "kiln/backends/htp/capture.h"
 #include "kiln/backends/htp/htp_backend.h"
+#include "kiln/backends/portable/interpreter.h"
 #include "kiln/backends/htp/programs.h"
 #include "kiln/backends/xnnpack/xnnpack_backend.h"
 #include "kiln/quant/quantizer.h"
@@ -19,6 +20,7 @@
 #include "kiln/core/memory.h"
 #include "kiln/lower/to_backend.h"
 #include "kiln/partition/capability_partitioner.h"
+#include "kiln/passes/optimize.h"
 
 namespace kiln::tool {
 
@@ -32,6 +34,9 @@ void add_compile_options(CLI::App& cmd, CompileArgs& args) {
                  "Range a symbolic dim is planned for, NAME=MIN..MAX (repeatable), e.g. batch=1..8");
   cmd.add_option("--segment-alignment", args.segment_alignment,
                  "Alignment of the file's segments in bytes (a power of two >= 8; default 4096)");
+  cmd.add_flag("--no-optimize", args.no_optimize,
+               "Skip the graph passes: constant folding, batch-norm folding, GELU and layer-norm recomposition, "
+               "layout-chain cancellation, dead code, activation fusion on the CPU");
   cmd.add_option("--max-partition-nodes", args.max_partition_nodes,
                  "Shard partitions into pieces of at most this many nodes (each its own delegate / context)");
   add_quant_options(cmd, args);
@@ -427,6 +432,41 @@ Result<std::vector<quant::Sample>> read_calibration(const CompileArgs& args) {
   return quant::read_samples(args.calib);
 }
 
+Status optimize_method(CompiledMethod& cm, const CompileArgs& args) {
+  if (args.no_optimize) return Status::Ok();
+  OptimizeOptions options;
+  options.evaluate = portable::evaluate_node;
+  auto records = optimize(cm.program, options);
+  if (!records.ok()) return records.status().with_context(fmt::format("{} (method '{}')", cm.model, cm.name));
+  cm.passes = std::move(records).value();
+  return Status::Ok();
+}
+
+Status optimize_for_interpreter(ExportedProgram& program, const CompileArgs& args) {
+  if (args.no_optimize) return Status::Ok();
+  OptimizeOptions options;
+  options.evaluate = portable::evaluate_node;
+  auto records = optimize(program, options);
+  if (!records.ok()) return records.status();
+  auto fused = fuse_activations(program);
+  return fused.ok() ? Status::Ok() : fused.status();
+}
+
+namespace {
+
+// After partitioning: what runs on the portable kernels gets its activations fused.
+Status fuse_cpu_activations(CompiledMethod& cm, const CompileArgs& args) {
+  if (args.no_optimize) return Status::Ok();
+  PassManager pm;
+  pm.add("FuseActivations", fuse_activations);
+  auto ran = pm.run(cm.program);
+  if (!ran.ok()) return ran.status().with_context(fmt::format("{} (method '{}')", cm.model, cm.name));
+  cm.passes.insert(cm.passes.end(), pm.records().begin(), pm.records().end());
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status quantize_and_lower(CompiledMethod& cm, const CompileArgs& args, const std::vector<quant::Sample>& samples,
                           const std::vector<std::string>& dim_texts, std::ostream& log) {
   BackendRegistry registry;
@@ -438,7 +478,8 @@ Status quantize_and_lower(CompiledMethod& cm, const CompileArgs& args, const std
     KILN_RETURN_IF_ERROR(quantize_method(cm, args, samples, log));
   }
   if (!args.quant_io.empty()) KILN_RETURN_IF_ERROR(tag_quant_io(cm, args.quant_io, log));
-  return lower_method(cm, args, dim_texts, registry, log);
+  KILN_RETURN_IF_ERROR(lower_method(cm, args, dim_texts, registry, log));
+  return fuse_cpu_activations(cm, args);
 }
 
 std::string format_delegates(const ExportedProgram& program) {
@@ -496,11 +537,20 @@ Result<Compiled> compile_programs(std::vector<std::unique_ptr<CompiledMethod>> m
         std::find(args.backends.begin(), args.backends.end(), xnnpack::kBackendId) != args.backends.end()) {
       KILN_RETURN_IF_ERROR(bind_fixed_dims(*cm, options.dims));
     }
+    KILN_RETURN_IF_ERROR(optimize_method(*cm, args));
     KILN_RETURN_IF_ERROR(quantize_and_lower(*cm, args, samples, dim_texts, log));
     if (!args.backends.empty()) {
       log << fmt::format("method '{}' ({}): {} partition(s), {} of {} calls delegated to {}\n",
                          cm->name, cm->model, cm->partitions, cm->nodes_delegated, cm->nodes_total,
                          fmt::join(args.backends, ", "));
+      if (args.report && !cm->passes.empty()) {
+        std::vector<std::string> changed;
+        for (const PassRecord& r : cm->passes) {
+          if (r.changed) changed.push_back(r.name);
+        }
+        log << fmt::format("graph passes that changed method '{}': {}\n", cm->name,
+                           changed.empty() ? std::string("none") : fmt::format("{}", fmt::join(changed, ", ")));
+      }
       if (args.report && cm->reporter) {
         std::string table = cm->reporter->get_table_report();
         log << "WhyNoPartition report:\n" << table << (table.empty() || table.back() == '\n' ? "" : "\n");

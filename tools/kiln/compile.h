@@ -13,6 +13,7 @@
 
 #include "kiln/ir/exported_program.h"
 #include "kiln/partition/why_no_partition.h"
+#include "kiln/passes/pass_manager.h"
 #include "kiln/quant/quantizer.h"
 #include "kiln/runtime/program.h"
 #include "kiln/serialize/program_writer.h"
@@ -28,6 +29,7 @@ struct CompileArgs {
   std::vector<std::string> dims;      ///< "batch=1..8" (repeatable, or comma separated)
   size_t segment_alignment = 4096;
   bool report = false;                ///< print the WhyNoPartition table
+  bool no_optimize = false;           ///< skip the graph passes (kiln/passes/optimize.h)
   // Quantization before partitioning (kiln quantize's options).
   std::string quant;                  ///< "8a8w", "16a8w", ... (empty: the model as given)
   std::string calib;                  ///< calibration .npz file or folder
@@ -61,6 +63,7 @@ struct CompileArgs {
 
 /// One method as compiled: the lowered program the image views (keep it alive with the image).
 struct CompiledMethod {
+  std::vector<PassRecord> passes;  ///< the graph passes that ran on it (optimize, fuse_activations)
   std::string name;
   std::string model;
   ExportedProgram program;
@@ -75,8 +78,15 @@ struct Compiled {
   ProgramImage image;
 };
 
-/// Adds the compile options (--backend, --ops, --dim, --segment-alignment and the two groups
-/// below) to `cmd`.
+/// The graph passes before partitioning (kiln/passes/optimize.h, constant folding on the portable
+/// kernels), unless --no-optimize.
+Status optimize_method(CompiledMethod& cm, const CompileArgs& args);
+/// What kiln run --interpreter runs: the program after the same passes, all of it on the portable
+/// kernels (so activations fuse everywhere), unless --no-optimize.
+Status optimize_for_interpreter(ExportedProgram& program, const CompileArgs& args);
+
+/// Adds the compile options (--backend, --ops, --dim, --segment-alignment, --no-optimize and the
+/// two groups below) to `cmd`.
 void add_compile_options(CLI::App& cmd, CompileArgs& args);
 /// Adds the quantization options (--quant, --calib, --observer, --quant-io, --fp-node, --fp-op,
 /// --fp16-fallback) to `cmd`.
