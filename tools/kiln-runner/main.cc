@@ -7,6 +7,7 @@
 // Inputs not given are all ones (as executor_runner fills them); symbolic dims take their
 // planned minimum (or 1).
 #include <CLI/CLI.hpp>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,6 +19,7 @@
 
 #include "kiln/backends/demo/demo_runtime.h"
 #include "kiln/backends/htp/htp_runtime.h"
+#include "kiln/backends/portable/kernels.h"
 #include "kiln/backends/xnnpack/xnnpack_runtime.h"
 #include "kiln/core/memory.h"
 #include "kiln/core/npy.h"
@@ -110,6 +112,12 @@ Status run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // OpenBLAS picked its generic kernels on a CPU model it does not know: start again with the
+  // ones this CPU runs (on failure, go on with the generic ones).
+  if (const char* core = kiln::portable::better_blas_core()) {
+    setenv("OPENBLAS_CORETYPE", core, 1);
+    execv("/proc/self/exe", argv);
+  }
   Args args;
   CLI::App app{"kiln-runner: run a .kpte program file with the kiln runtime"};
   app.add_option("program", args.program, "The program file (.kpte)")->required();

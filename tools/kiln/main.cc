@@ -1,8 +1,12 @@
 // kiln: compile, inspect and run neural-network programs.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 
 #include "commands.h"
+#include "kiln/backends/portable/kernels.h"
 #include "kiln/core/memory.h"
 #include "kiln/ir/kir.h"
 
@@ -23,6 +27,12 @@ void add_command(CLI::App& app, const std::string& name, const std::string& desc
 
 int main(int argc, char** argv) {
   using namespace kiln::tool;
+  // OpenBLAS picked its generic kernels on a CPU model it does not know: start again with the
+  // ones this CPU runs (on failure, go on with the generic ones).
+  if (const char* core = kiln::portable::better_blas_core()) {
+    setenv("OPENBLAS_CORETYPE", core, 1);
+    execv("/proc/self/exe", argv);
+  }
   CLI::App app{"kiln: ahead-of-time compiler and runtime for neural-network models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kiln 0.1.0");

@@ -395,6 +395,16 @@ std::string blas_core_name() {
   return name != nullptr ? name : "unknown";
 }
 
+const char* better_blas_core() {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr || blas_core_name() != "Prescott") return nullptr;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq")) {
+    return "SKYLAKEX";
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "HASWELL";
+  return nullptr;
+}
+
 // ---- Reduced-precision floats computed in f32.
 
 namespace {

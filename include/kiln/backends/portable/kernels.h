@@ -139,5 +139,11 @@ void set_blas_threads(int n);
 /// The CPU kernel set OpenBLAS selected ("Haswell", "SkylakeX", ...); the OPENBLAS_CORETYPE
 /// environment variable overrides its detection (and costs ~1.5x on AVX-512 CPUs if set to Haswell).
 std::string blas_core_name();
+/// The OPENBLAS_CORETYPE this CPU should run when OpenBLAS's own detection fell back to its
+/// generic "Prescott" kernels (a CPU model it does not know, as in many VMs: GEMMs 2-3x slower on
+/// an AVX-512 machine): "SKYLAKEX" with AVX-512, "HASWELL" with AVX2 and FMA. Null when its choice
+/// stands or OPENBLAS_CORETYPE is set. OpenBLAS picks its kernels when it loads, so a program
+/// sets the variable and re-executes itself (tools/kiln, kiln-runner).
+const char* better_blas_core();
 
 }  // namespace kiln::portable
