@@ -16,7 +16,12 @@ std::optional<std::vector<int64_t>> perm_of(const Node* n, size_t rank) {
   if (n->is_call(OpId::kPermute)) {
     perm = n->kwarg("dims").to_ints();
     if (perm.size() != rank) return std::nullopt;
-    for (int64_t& d : perm) d = d < 0 ? d + r : d;
+    std::vector<bool> seen(rank, false);
+    for (int64_t& d : perm) {
+      d = d < 0 ? d + r : d;
+      if (d < 0 || d >= r || seen[static_cast<size_t>(d)]) return std::nullopt;
+      seen[static_cast<size_t>(d)] = true;
+    }
     return perm;
   }
   if (!n->is_call(OpId::kTranspose)) return std::nullopt;

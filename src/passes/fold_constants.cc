@@ -64,12 +64,15 @@ Result<bool> fold_constants(ExportedProgram& program, const NodeEvaluator& evalu
       n = next;
       continue;
     }
-    KILN_ASSIGN_OR_RETURN(std::vector<Tensor> values, evaluate(*n, value_of));
-    if (values.size() != 1 || values[0].dtype() != n->spec().dtype || values[0].shape() != *shape) {
-      return internal_error("fold_constants: node '{}' ({}) evaluated to {} value(s), expected one {}", n->name(),
-                            n->target_name(), values.size(), n->spec().to_string());
+    // A node the evaluator cannot run (no kernel, an input it refuses) stays a node: whatever
+    // runs the program reports it, or a delegate takes it.
+    Result<std::vector<Tensor>> values = evaluate(*n, value_of);
+    if (!values.ok() || values->size() != 1 || (*values)[0].dtype() != n->spec().dtype ||
+        (*values)[0].shape() != *shape) {
+      n = next;
+      continue;
     }
-    Node* c = add_lifted_constant(program, n->name() + "_folded", std::move(values[0]));
+    Node* c = add_lifted_constant(program, n->name() + "_folded", std::move((*values)[0]));
     g.replace_all_uses_with(n, c);
     g.erase(n);
     changed = true;

@@ -86,7 +86,12 @@ Result<bool> fold_into_conv(ExportedProgram& program) {
       Node* u = conv->users()[0];
       const Tensor* w = conv->arg(1).is_node() ? constant_of(program, conv->arg(1).node()) : nullptr;
       const Tensor* b = conv->arg(2).is_node() ? constant_of(program, conv->arg(2).node()) : nullptr;
-      if (w == nullptr || w->dtype() != DType::kF32 || w->rank() < 3 || (!conv->arg(2).is_none() && (b == nullptr || b->dtype() != DType::kF32 || b->numel() != channels))) break;
+      const bool bias_ok = conv->arg(2).is_none() || (b != nullptr && b->dtype() == DType::kF32 && b->numel() == channels);
+      if (w == nullptr || w->dtype() != DType::kF32 || w->rank() < 3 || w->numel() == 0 || !bias_ok) break;
+      const int64_t groups = conv->kwarg_int("groups");
+      const bool fits = groups >= 1 && (transposed ? w->dim(0) % groups == 0 && w->dim(1) * groups == channels
+                                                   : w->dim(0) == channels);
+      if (!fits) break;
       auto f = affine_of(program, mutated, conv, u, channels);
       if (!f) break;
       // Scale each output channel's weights: [O, I/g, k...] for a convolution, [I, O/g, k...]
@@ -95,7 +100,6 @@ Result<bool> fold_into_conv(ExportedProgram& program) {
       Tensor nb(DType::kF32, {channels});
       const float* pw = w->data_as<float>();
       float* qw = nw.mutable_data_as<float>();
-      const int64_t groups = conv->kwarg_int("groups");
       const int64_t inner = w->numel() / (w->dim(0) * w->dim(1));
       for (int64_t i = 0; i < w->dim(0); ++i) {
         for (int64_t j = 0; j < w->dim(1); ++j) {

@@ -12,8 +12,8 @@
 #include "kiln/backends/demo/demo_backend.h"
 #include "kiln/backends/htp/capture.h"
 #include "kiln/backends/htp/htp_backend.h"
-#include "kiln/backends/portable/interpreter.h"
 #include "kiln/backends/htp/programs.h"
+#include "kiln/backends/portable/interpreter.h"
 #include "kiln/backends/xnnpack/xnnpack_backend.h"
 #include "kiln/quant/quantizer.h"
 #include "kiln/quant/report.h"
@@ -35,8 +35,9 @@ void add_compile_options(CLI::App& cmd, CompileArgs& args) {
   cmd.add_option("--segment-alignment", args.segment_alignment,
                  "Alignment of the file's segments in bytes (a power of two >= 8; default 4096)");
   cmd.add_flag("--no-optimize", args.no_optimize,
-               "Skip the graph passes: constant folding, batch-norm folding, GELU and layer-norm recomposition, "
-               "layout-chain cancellation, dead code, activation fusion on the CPU");
+               "Skip the graph passes: constant folding, batch norms and per-channel mul/add folded into "
+               "convolutions, GELU / hardswish / layer-norm recomposition, layout-chain cancellation, dead code, "
+               "activation fusion on the CPU");
   cmd.add_option("--max-partition-nodes", args.max_partition_nodes,
                  "Shard partitions into pieces of at most this many nodes (each its own delegate / context)");
   add_quant_options(cmd, args);
@@ -432,11 +433,20 @@ Result<std::vector<quant::Sample>> read_calibration(const CompileArgs& args) {
   return quant::read_samples(args.calib);
 }
 
-Status optimize_method(CompiledMethod& cm, const CompileArgs& args) {
-  if (args.no_optimize) return Status::Ok();
+namespace {
+
+// optimize() with constant folding on the portable kernels.
+Result<std::vector<PassRecord>> optimize_on_cpu(ExportedProgram& program) {
   OptimizeOptions options;
   options.evaluate = portable::evaluate_node;
-  auto records = optimize(cm.program, options);
+  return optimize(program, options);
+}
+
+}  // namespace
+
+Status optimize_method(CompiledMethod& cm, const CompileArgs& args) {
+  if (args.no_optimize) return Status::Ok();
+  auto records = optimize_on_cpu(cm.program);
   if (!records.ok()) return records.status().with_context(fmt::format("{} (method '{}')", cm.model, cm.name));
   cm.passes = std::move(records).value();
   return Status::Ok();
@@ -444,9 +454,7 @@ Status optimize_method(CompiledMethod& cm, const CompileArgs& args) {
 
 Status optimize_for_interpreter(ExportedProgram& program, const CompileArgs& args) {
   if (args.no_optimize) return Status::Ok();
-  OptimizeOptions options;
-  options.evaluate = portable::evaluate_node;
-  auto records = optimize(program, options);
+  auto records = optimize_on_cpu(program);
   if (!records.ok()) return records.status();
   auto fused = fuse_activations(program);
   return fused.ok() ? Status::Ok() : fused.status();

@@ -31,7 +31,7 @@ struct FoldConstantsOptions {
 /// Every call whose inputs are all constants (parameters, buffers, lifted constants: never user
 /// inputs) becomes a lifted constant holding its value, computed once by `evaluate`. Quantize /
 /// dequantize nodes stay (a backend reads the codes and their encoding from them), as do calls a
-/// delegate owns. Constants nothing reads any more go.
+/// delegate owns and calls `evaluate` fails on. Constants nothing reads any more go.
 Result<bool> fold_constants(ExportedProgram& program, const NodeEvaluator& evaluate,
                             const FoldConstantsOptions& options = {});
 
