@@ -165,6 +165,33 @@ Status ExportedProgram::erase_input(Node* node) {
   return Status::Ok();
 }
 
+Status ExportedProgram::erase_inputs(std::span<Node* const> nodes) {
+  std::unordered_set<std::string_view> names;
+  for (Node* node : nodes) {
+    if (node->op() != OpKind::kPlaceholder) {
+      return invalid_argument("erase_inputs: node '{}' is not a placeholder", node->name());
+    }
+    if (node->has_uses()) {
+      return invalid_argument("erase_inputs: placeholder '{}' still has {} users", node->name(), node->num_users());
+    }
+    if (input_spec(node) == nullptr) return invalid_argument("erase_inputs: placeholder '{}' has no input spec", node->name());
+    if (!names.insert(node->name()).second) return invalid_argument("erase_inputs: placeholder '{}' is given twice", node->name());
+  }
+  auto& ins = signature_.inputs;
+  std::unordered_set<std::string> targets;  // of the erased specs
+  std::erase_if(ins, [&](const InputSpec& s) {
+    if (!names.count(s.arg)) return false;
+    if (!s.target.empty()) targets.insert(s.target);
+    return true;
+  });
+  input_index_.clear();
+  inputs_indexed_ = 0;
+  for (Node* node : nodes) graph_->erase(node);
+  for (const InputSpec& s : ins) targets.erase(s.target);  // still named by another input
+  for (const std::string& t : targets) constants_.erase(t);
+  return Status::Ok();
+}
+
 Status ExportedProgram::erase_output(size_t index) {
   Node* out = graph_->output_node();
   if (out == nullptr || index >= signature_.outputs.size()) {
@@ -179,8 +206,32 @@ Status ExportedProgram::erase_output(size_t index) {
 }
 
 const InputSpec* ExportedProgram::input_spec(const Node* node) const {
-  for (const auto& s : signature_.inputs) {
-    if (s.arg == node->name()) return &s;
+  // O(1) through input_index_: extended when inputs are appended, rebuilt when an entry went
+  // stale (signature() hands out the vector itself; erasing shifts positions).
+  const auto& ins = signature_.inputs;
+  auto hit = [&]() -> const InputSpec* {
+    auto it = input_index_.find(node->name());
+    if (it == input_index_.end() || it->second >= ins.size()) return nullptr;
+    const InputSpec& s = ins[it->second];
+    return s.arg == node->name() ? &s : nullptr;
+  };
+  if (node->op() != OpKind::kPlaceholder) return nullptr;
+  if (const InputSpec* s = hit()) return s;
+  if (inputs_indexed_ > ins.size() || input_index_.count(node->name()) > 0) {
+    input_index_.clear();
+    inputs_indexed_ = 0;
+  }
+  if (inputs_indexed_ < ins.size()) {
+    for (size_t i = inputs_indexed_; i < ins.size(); ++i) input_index_.emplace(ins[i].arg, i);
+    inputs_indexed_ = ins.size();
+    if (const InputSpec* s = hit()) return s;
+  }
+  // Not indexed under its name: a spec renamed in place, or none (a program that does not lint).
+  for (size_t i = 0; i < ins.size(); ++i) {
+    if (ins[i].arg == node->name()) {
+      input_index_[ins[i].arg] = i;
+      return &ins[i];
+    }
   }
   return nullptr;
 }

@@ -8,6 +8,7 @@ namespace kiln {
 namespace {
 
 constexpr uint64_t kOrderGap = uint64_t{1} << 20;
+constexpr uint64_t kPlaceholderGap = kOrderGap << 20;  // room for 2^20 placeholders; 2^40 of 2^64
 
 bool is_ident_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
@@ -152,8 +153,14 @@ Node* Graph::new_node(OpKind kind, std::string_view name) {
 }
 
 void Graph::renumber() {
+  // Placeholders are all inserted at one point, after the last one: a wide gap there lets passes
+  // add 2^20 constants (kOrderGap apart, see assign_order) before the next renumbering, instead
+  // of halving a normal gap 20 times (which made adding 100k constants quadratic).
   uint64_t k = kOrderGap;
-  for (Node* n = first_; n != nullptr; n = n->next_, k += kOrderGap) n->order_ = k;
+  for (Node* n = first_; n != nullptr; n = n->next_, k += kOrderGap) {
+    n->order_ = k;
+    if (n == last_placeholder_) k += kPlaceholderGap;
+  }
 }
 
 void Graph::assign_order(Node* n) {
@@ -167,7 +174,7 @@ void Graph::assign_order(Node* n) {
     renumber();
     return;
   }
-  n->order_ = lo + (hi - lo) / 2;
+  n->order_ = lo + std::min(kOrderGap, (hi - lo) / 2);
 }
 
 void Graph::link_before(Node* n, Node* pos) {
@@ -248,8 +255,8 @@ Node* Graph::add_placeholder(std::string_view name, TensorSpec spec) {
   Node* n = new_node(OpKind::kPlaceholder, name);
   n->meta.val.push_back(std::move(spec));
   Node* pos = last_placeholder_ ? last_placeholder_->next_ : first_;
+  last_placeholder_ = n;  // before linking: a renumbering while linking leaves its gap after n
   link_before(n, pos);
-  last_placeholder_ = n;
   return n;
 }
 

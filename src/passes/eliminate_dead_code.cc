@@ -15,17 +15,19 @@ Result<bool> eliminate_dead_code(ExportedProgram& program) {
     return in->kind == InputKind::kBuffer && std::find(mutated.begin(), mutated.end(), in->target) != mutated.end();
   };
   bool changed = false;
+  std::vector<Node*> dead_inputs;  // erased together: one pass over the signature
   for (Node* n : g.nodes_reversed()) {
     if (n->has_uses()) continue;
     if (n->op() == OpKind::kCallFunction) {
       g.erase(n);
       changed = true;
     } else if (is_constant_placeholder(program, n) && !written(n)) {
-      KILN_RETURN_IF_ERROR(program.erase_input(n));
-      changed = true;
+      dead_inputs.push_back(n);
     }
   }
-  return changed;
+  if (dead_inputs.empty()) return changed;
+  KILN_RETURN_IF_ERROR(program.erase_inputs(dead_inputs));
+  return true;
 }
 
 }  // namespace kiln

@@ -259,7 +259,8 @@ Status upsample_nearest2d(KernelContext& ctx, const KernelArgs& args, std::vecto
   const Tensor& x = args.tensor(0);
   KILN_RETURN_IF_ERROR(need_rank34(x, op));
   KILN_ASSIGN_OR_RETURN(auto axes, resize_axes(args, x, false, op));
-  auto [ah, aw] = axes;
+  const auto& ah = axes.first;  // not a structured binding: the row lambda below captures them
+  const auto& aw = axes.second;
   int64_t h = x.dim(x.rank() - 2), w = x.dim(x.rank() - 1);
   int64_t planes = prod(x.shape(), 0, x.rank() - 2);
   Tensor out = ctx.allocate(x.dtype(), spatial_shape(x, ah.out, aw.out));
