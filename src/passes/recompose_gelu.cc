@@ -19,9 +19,6 @@ bool by_scalar(const ExportedProgram& program, const Node* n, OpId op, const Nod
   return near(scalar_value(program, n->arg(*other)), want);
 }
 
-// The only user of `n`, or null.
-Node* only_user(const Node* n) { return n->num_users() == 1 ? n->users()[0] : nullptr; }
-
 struct Match {
   Node* x;     // gelu's input
   Node* last;  // the node gelu replaces

@@ -1,12 +1,12 @@
 // RecomposeHardswish: hardswish written out as x * clip(x + 3, 0, 6) / 6 (Paddle's and older
 // ONNX exports) becomes one hardswish, which the delegates and the portable kernels run whole.
+#include <cmath>
+
 #include "kiln/passes/optimize.h"
 #include "kiln/passes/pass_util.h"
 
 namespace kiln {
 namespace {
-
-Node* only_user(const Node* n) { return n->num_users() == 1 ? n->users()[0] : nullptr; }
 
 bool near(std::optional<double> v, double want) { return v && std::abs(*v - want) <= 1e-6 * std::abs(want); }
 

@@ -9,8 +9,6 @@
 namespace kiln {
 namespace {
 
-Node* only_user(const Node* n) { return n->num_users() == 1 ? n->users()[0] : nullptr; }
-
 // The dims of a keepdim mean over the last dims of a static rank-`rank` value, as a count, or 0.
 size_t trailing_mean_dims(const Node* mean, size_t rank) {
   if (!mean->is_call(OpId::kMean) || !mean->kwarg_bool("keepdim") || mean->kwarg("dim").is_none()) return 0;

@@ -44,6 +44,9 @@ inline Status remove_dead(ExportedProgram& program) {
 /// A static shape of a single-value node, or nullopt.
 std::optional<std::vector<int64_t>> static_shape_of(const Node* n);
 
+/// The only user of `n`, or null.
+inline Node* only_user(const Node* n) { return n->num_users() == 1 ? n->users()[0] : nullptr; }
+
 /// The number an argument holds: a number, or a one-element floating or integer constant.
 std::optional<double> scalar_value(const ExportedProgram& program, const Arg& a);
 
