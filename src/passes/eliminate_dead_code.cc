@@ -1,19 +1,13 @@
 // EliminateDeadCode: calls nothing reads and constants nothing reads go (torch.fx's
 // eliminate_dead_code, with the constants the graph lifted). Declared in pass_util.h: every pass
 // that replaces nodes ends with it.
-#include <algorithm>
-
 #include "kiln/passes/pass_util.h"
 
 namespace kiln {
 
 Result<bool> eliminate_dead_code(ExportedProgram& program) {
   Graph& g = program.graph();
-  const std::vector<std::string> mutated = program.mutated_buffers();
-  auto written = [&](const Node* n) {
-    const InputSpec* in = program.input_spec(n);
-    return in->kind == InputKind::kBuffer && std::find(mutated.begin(), mutated.end(), in->target) != mutated.end();
-  };
+  const std::set<std::string> written = written_buffers(program);
   bool changed = false;
   std::vector<Node*> dead_inputs;  // erased together: one pass over the signature
   for (Node* n : g.nodes_reversed()) {
@@ -21,7 +15,7 @@ Result<bool> eliminate_dead_code(ExportedProgram& program) {
     if (n->op() == OpKind::kCallFunction) {
       g.erase(n);
       changed = true;
-    } else if (is_constant_placeholder(program, n) && !written(n)) {
+    } else if (is_constant_placeholder(program, n) && !is_written_buffer(program, written, n)) {
       dead_inputs.push_back(n);
     }
   }

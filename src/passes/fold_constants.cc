@@ -1,22 +1,10 @@
 // FoldConstants: calls whose inputs are all constants become constants (ONNX Runtime's constant
 // folding; torch's freezing), evaluated once by the caller's evaluator.
-#include <set>
-#include <string>
-
 #include "kiln/passes/optimize.h"
 #include "kiln/passes/pass_util.h"
 
 namespace kiln {
 namespace {
-
-// The node reads the constant as is: a placeholder of a parameter, a lifted constant, or a
-// buffer nothing writes back.
-const Tensor* frozen_constant(const ExportedProgram& program, const std::set<std::string>& mutated, const Node* n) {
-  const InputSpec* in = n->op() == OpKind::kPlaceholder ? program.input_spec(n) : nullptr;
-  if (in == nullptr || in->kind == InputKind::kUserInput) return nullptr;
-  if (in->kind == InputKind::kBuffer && mutated.count(in->target)) return nullptr;
-  return program.constants().find(in->target);
-}
 
 // Calls that stay calls whatever their inputs: q/dq carry encodings a backend reads, delegates
 // and their outputs are not the portable kernels' to run.
@@ -39,9 +27,8 @@ Result<bool> fold_constants(ExportedProgram& program, const NodeEvaluator& evalu
                             const FoldConstantsOptions& options) {
   if (!evaluate) return invalid_argument("fold_constants: no evaluator given");
   Graph& g = program.graph();
-  std::vector<std::string> mutated_list = program.mutated_buffers();
-  std::set<std::string> mutated(mutated_list.begin(), mutated_list.end());
-  auto value_of = [&](const Node* m) { return frozen_constant(program, mutated, m); };
+  const std::set<std::string> written = written_buffers(program);
+  auto value_of = [&](const Node* m) { return frozen_constant(program, written, m); };
   bool changed = false;
   for (Node* n = g.first(); n != nullptr;) {
     Node* next = n->next();

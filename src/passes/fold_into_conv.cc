@@ -1,7 +1,6 @@
 // FoldIntoConv: a batch norm, or a multiplication or addition by one constant per channel, right
 // after a convolution becomes part of the convolution's weights and bias (torch's
 // fuse_conv_bn_eval; ONNX Runtime's ConvBNFusion, ConvMulFusion and ConvAddFusion).
-#include <algorithm>
 #include <cmath>
 
 #include "kiln/passes/optimize.h"
@@ -31,7 +30,7 @@ std::optional<std::vector<double>> per_channel(const ExportedProgram& program, c
 struct Affine {
   std::vector<double> scale, shift;
 };
-std::optional<Affine> affine_of(const ExportedProgram& program, const std::vector<std::string>& mutated,
+std::optional<Affine> affine_of(const ExportedProgram& program, const std::set<std::string>& written,
                                 const Node* conv, const Node* u, int64_t channels) {
   const size_t rank = conv->spec().rank();
   auto n = static_cast<size_t>(channels);
@@ -40,12 +39,9 @@ std::optional<Affine> affine_of(const ExportedProgram& program, const std::vecto
     auto param = [&](size_t i, double absent) -> std::optional<std::vector<double>> {
       const Arg& a = u->arg(i);
       if (a.is_none()) return std::vector<double>(n, absent);
-      const Tensor* t = a.is_node() ? constant_of(program, a.node()) : nullptr;
+      // Running statistics the program updates are not constants.
+      const Tensor* t = a.is_node() ? frozen_constant(program, written, a.node()) : nullptr;
       if (t == nullptr || t->dtype() != DType::kF32 || t->numel() != channels) return std::nullopt;
-      if (const InputSpec* in = program.input_spec(a.node());
-          in->kind == InputKind::kBuffer && std::find(mutated.begin(), mutated.end(), in->target) != mutated.end()) {
-        return std::nullopt;  // running statistics the program updates
-      }
       return std::vector<double>(t->data_as<float>(), t->data_as<float>() + channels);
     };
     auto gamma = param(1, 1.0), beta = param(2, 0.0), mean = param(3, 0.0), var = param(4, 1.0);
@@ -72,7 +68,7 @@ std::optional<Affine> affine_of(const ExportedProgram& program, const std::vecto
 
 Result<bool> fold_into_conv(ExportedProgram& program) {
   Graph& g = program.graph();
-  const std::vector<std::string> mutated = program.mutated_buffers();
+  const std::set<std::string> written = written_buffers(program);
   bool changed = false;
   for (Node* conv = g.first(); conv != nullptr; conv = conv->next()) {
     const bool transposed = conv->is_call(OpId::kConvTranspose2d);
@@ -92,7 +88,7 @@ Result<bool> fold_into_conv(ExportedProgram& program) {
       const bool fits = groups >= 1 && (transposed ? w->dim(0) % groups == 0 && w->dim(1) * groups == channels
                                                    : w->dim(0) == channels);
       if (!fits) break;
-      auto f = affine_of(program, mutated, conv, u, channels);
+      auto f = affine_of(program, written, conv, u, channels);
       if (!f) break;
       // Scale each output channel's weights: [O, I/g, k...] for a convolution, [I, O/g, k...]
       // (input channel ci in group ci / (I/g)) for a transposed one.

@@ -18,6 +18,20 @@ bool is_constant_placeholder(const ExportedProgram& program, const Node* n) {
   return in != nullptr && in->kind != InputKind::kUserInput;
 }
 
+std::set<std::string> written_buffers(const ExportedProgram& program) {
+  std::vector<std::string> names = program.mutated_buffers();
+  return {names.begin(), names.end()};
+}
+
+bool is_written_buffer(const ExportedProgram& program, const std::set<std::string>& written, const Node* n) {
+  const InputSpec* in = n->op() == OpKind::kPlaceholder ? program.input_spec(n) : nullptr;
+  return in != nullptr && in->kind == InputKind::kBuffer && written.count(in->target) != 0;
+}
+
+const Tensor* frozen_constant(const ExportedProgram& program, const std::set<std::string>& written, const Node* n) {
+  return is_written_buffer(program, written, n) ? nullptr : constant_of(program, n);
+}
+
 Node* after(const Graph& graph, Node* n) {
   if (n->op() != OpKind::kPlaceholder) return n->next();
   for (Node* m : graph.nodes()) {

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <optional>
+#include <set>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -15,6 +17,14 @@ namespace kiln {
 const Tensor* constant_of(const ExportedProgram& program, const Node* n);
 /// True for a placeholder of kind parameter, buffer or constant tensor.
 bool is_constant_placeholder(const ExportedProgram& program, const Node* n);
+
+/// The names of the buffers the program writes back (its buffer-mutation outputs).
+std::set<std::string> written_buffers(const ExportedProgram& program);
+/// True for the placeholder of a buffer in `written`.
+bool is_written_buffer(const ExportedProgram& program, const std::set<std::string>& written, const Node* n);
+/// The value behind a parameter / buffer / lifted constant placeholder that never changes (not
+/// a buffer in `written`), or null: what constant folding and weight folding may read.
+const Tensor* frozen_constant(const ExportedProgram& program, const std::set<std::string>& written, const Node* n);
 
 /// Where a node computed from `n` goes so that it comes right after `n` (placeholders: before
 /// the first non-placeholder node).
