@@ -239,30 +239,49 @@ Status convolution(KernelContext& ctx, const KernelArgs& args, std::vector<Tenso
   }
   const bool direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 &&
                       g.pl == 0 && g.pb == 0 && g.pr == 0;
-  float* col = direct ? nullptr : scratch_floats(static_cast<size_t>(ksize * out_plane));
-  for (int64_t n = 0; n < g.n; ++n) {
-    for (int64_t gi = 0; gi < g.groups; ++gi) {
-      const float* xg = px + (n * g.c + gi * cg) * in_plane;
-      float* og_out = po + (n * g.o + gi * og) * out_plane;
-      const float* b_mat = xg;
-      if (!direct) {
-        // Split im2col over channels: each channel writes its own rows of `col`.
+  // One group of one image: im2col (none for a plain 1x1), the group's GEMM, bias, activation.
+  // `split` spreads the work of this one group over ctx's threads; otherwise it runs on the
+  // calling thread (a worker's share of whole groups).
+  auto conv_group = [&](int64_t n, int64_t gi, bool split) {
+    const float* xg = px + (n * g.c + gi * cg) * in_plane;
+    float* og_out = po + (n * g.o + gi * og) * out_plane;
+    const float* b_mat = xg;
+    if (!direct) {
+      float* col = scratch_floats(static_cast<size_t>(ksize * out_plane));
+      if (split) {  // each channel writes its own rows of `col`
         ctx.parallel_for(cg, [&](int64_t begin, int64_t end) {
           im2col(xg + begin * in_plane, g, end - begin, col + begin * g.kh * g.kw * out_plane);
         });
-        b_mat = col;
+      } else {
+        im2col(xg, g, cg, col);
       }
-      float beta = 0.0f;
-      if (bias != nullptr) {
-        for (int64_t oc = 0; oc < og; ++oc) {
-          std::fill(og_out + oc * out_plane, og_out + (oc + 1) * out_plane, bias[gi * og + oc]);
-        }
-        beta = 1.0f;
-      }
-      sgemm(ctx, false, false, og, out_plane, ksize, 1.0f, pw + gi * og * ksize, ksize, b_mat,
-            out_plane, beta, og_out, out_plane);
-      apply_epilogue(ctx, epilogue, og_out, og * out_plane);
+      b_mat = col;
     }
+    float beta = 0.0f;
+    if (bias != nullptr) {
+      for (int64_t oc = 0; oc < og; ++oc) {
+        std::fill(og_out + oc * out_plane, og_out + (oc + 1) * out_plane, bias[gi * og + oc]);
+      }
+      beta = 1.0f;
+    }
+    const float* wg = pw + gi * og * ksize;
+    if (split) {
+      sgemm(ctx, false, false, og, out_plane, ksize, 1.0f, wg, ksize, b_mat, out_plane, beta, og_out, out_plane);
+      apply_epilogue(ctx, epilogue, og_out, og * out_plane);
+    } else {
+      sgemm_serial(false, false, og, out_plane, ksize, 1.0f, wg, ksize, b_mat, out_plane, beta, og_out, out_plane);
+      apply_epilogue(epilogue, og_out, og * out_plane);
+    }
+  };
+  // Many groups (ResNeXt, RegNet, ShuffleNet): whole groups per thread, when they share out
+  // evenly; one group's small product split over threads costs more than it saves.
+  const int64_t units = g.n * g.groups, threads = ctx.num_threads();
+  if (g.groups > 1 && threads > 1 && (units % threads == 0 || units >= 4 * threads)) {
+    ctx.parallel_for(units, [&](int64_t begin, int64_t end) {
+      for (int64_t u = begin; u < end; ++u) conv_group(u / g.groups, u % g.groups, false);
+    });
+  } else {
+    for (int64_t u = 0; u < units; ++u) conv_group(u / g.groups, u % g.groups, true);
   }
   outputs->push_back(std::move(out));
   return Status::Ok();

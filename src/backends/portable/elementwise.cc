@@ -1,5 +1,6 @@
 // Elementwise kernels: arithmetic, activations, comparisons, selection, logic.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -55,42 +56,57 @@ DType result_type(const std::vector<const Operand*>& ops) {
   return r;
 }
 
+// out = fn(a, b) with numpy broadcasting, split over ctx's threads when large.
 template <typename A, typename B, typename O, typename Fn>
-void binary_loop(const Tensor& a, const Tensor& b, Tensor& out, Fn fn) {
+void binary_loop(KernelContext& ctx, const Tensor& a, const Tensor& b, Tensor& out, Fn fn) {
   const A* pa = a.data_as<A>();
   const B* pb = b.data_as<B>();
   O* po = writable<O>(out);
   const int64_t n = out.numel();
   if (a.shape() == out.shape() && b.shape() == out.shape()) {
-    for (int64_t i = 0; i < n; ++i) po[i] = fn(pa[i], pb[i]);
+    parallel_range(ctx, n, kParallelGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) po[i] = fn(pa[i], pb[i]);
+    });
     return;
   }
   if (a.shape() == out.shape() && b.numel() == 1) {
     const B s = pb[0];
-    for (int64_t i = 0; i < n; ++i) po[i] = fn(pa[i], s);
+    parallel_range(ctx, n, kParallelGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) po[i] = fn(pa[i], s);
+    });
     return;
   }
   if (b.shape() == out.shape() && a.numel() == 1) {
     const A s = pa[0];
-    for (int64_t i = 0; i < n; ++i) po[i] = fn(s, pb[i]);
+    parallel_range(ctx, n, kParallelGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) po[i] = fn(s, pb[i]);
+    });
     return;
   }
   BroadcastIter it{out.shape(),
                    {BroadcastIter::strides_for(a.shape(), out.shape()),
                     BroadcastIter::strides_for(b.shape(), out.shape())}};
-  it.for_each_row([&](const int64_t* offs, int64_t cnt, const int64_t* inner) {
-    const A* ra = pa + offs[0];
-    const B* rb = pb + offs[1];
-    const int64_t sa = inner[0], sb = inner[1];
-    if (sa == 1 && sb == 1) {
-      for (int64_t i = 0; i < cnt; ++i) po[i] = fn(ra[i], rb[i]);
-    } else if (sa == 1 && sb == 0) {
-      const B s = rb[0];
-      for (int64_t i = 0; i < cnt; ++i) po[i] = fn(ra[i], s);
-    } else {
-      for (int64_t i = 0; i < cnt; ++i) po[i] = fn(ra[i * sa], rb[i * sb]);
-    }
-    po += cnt;
+  it.coalesce();
+  const int64_t row_len = it.shape.empty() ? 1 : it.shape.back();
+  parallel_range(ctx, it.rows(), grain_for(row_len), [&](int64_t row_begin, int64_t row_end) {
+    O* o = po + row_begin * row_len;
+    it.for_each_row(row_begin, row_end, [&](const int64_t* offs, int64_t cnt, const int64_t* inner) {
+      const A* ra = pa + offs[0];
+      const B* rb = pb + offs[1];
+      const int64_t sa = inner[0], sb = inner[1];
+      if (sa == 1 && sb == 1) {
+        for (int64_t i = 0; i < cnt; ++i) o[i] = fn(ra[i], rb[i]);
+      } else if (sa == 1 && sb == 0) {
+        const B s = rb[0];
+        for (int64_t i = 0; i < cnt; ++i) o[i] = fn(ra[i], s);
+      } else if (sa == 0 && sb == 1) {
+        const A s = ra[0];
+        for (int64_t i = 0; i < cnt; ++i) o[i] = fn(s, rb[i]);
+      } else {
+        for (int64_t i = 0; i < cnt; ++i) o[i] = fn(ra[i * sa], rb[i * sb]);
+      }
+      o += cnt;
+    });
   });
 }
 
@@ -122,7 +138,7 @@ Status arith(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* ou
   Tensor out = ctx.allocate(p.common, p.shape);
   bool ok = dispatch_arith(p.common, [&](auto t) {
     using T = decltype(t);
-    binary_loop<T, T, T>(p.a, p.b, out, make(T{}));
+    binary_loop<T, T, T>(ctx, p.a, p.b, out, make(T{}));
   });
   if (!ok) return bad_dtype(op, p.common);
   outputs->push_back(std::move(out));
@@ -181,22 +197,22 @@ Status div(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outp
     return invalid_argument("div: rounding_mode '{}' (expected None, 'trunc' or 'floor')", mode);
   }
   Tensor out = ctx.allocate(p.common, p.shape);
-  bool div_by_zero = false;
+  std::atomic<bool> div_by_zero{false};
   bool ok = dispatch_arith(p.common, [&](auto t) {
     using T = decltype(t);
     if constexpr (std::is_floating_point_v<T>) {
       if (mode.empty()) {
-        binary_loop<T, T, T>(p.a, p.b, out, [](T x, T y) { return x / y; });
+        binary_loop<T, T, T>(ctx, p.a, p.b, out, [](T x, T y) { return x / y; });
       } else if (mode == "trunc") {
-        binary_loop<T, T, T>(p.a, p.b, out, [](T x, T y) { return std::trunc(x / y); });
+        binary_loop<T, T, T>(ctx, p.a, p.b, out, [](T x, T y) { return std::trunc(x / y); });
       } else {
-        binary_loop<T, T, T>(p.a, p.b, out, [](T x, T y) { return std::floor(x / y); });
+        binary_loop<T, T, T>(ctx, p.a, p.b, out, [](T x, T y) { return std::floor(x / y); });
       }
     } else {
       bool floor = mode == "floor";
-      binary_loop<T, T, T>(p.a, p.b, out, [&div_by_zero, floor](T x, T y) -> T {
+      binary_loop<T, T, T>(ctx, p.a, p.b, out, [&div_by_zero, floor](T x, T y) -> T {
         if (y == 0) {
-          div_by_zero = true;
+          div_by_zero.store(true, std::memory_order_relaxed);
           return 0;
         }
         if (std::is_signed_v<T> && y == static_cast<T>(-1)) return static_cast<T>(-static_cast<int64_t>(x));
@@ -237,8 +253,9 @@ Status unary_float(KernelContext& ctx, const KernelArgs& args, std::vector<Tenso
   Tensor out = ctx.allocate(DType::kF32, x.shape());
   const float* px = x.data_as<float>();
   float* po = writable<float>(out);
-  const int64_t n = x.numel();
-  for (int64_t i = 0; i < n; ++i) po[i] = fn(px[i]);
+  parallel_range(ctx, x.numel(), kParallelGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) po[i] = fn(px[i]);
+  });
   outputs->push_back(std::move(out));
   return Status::Ok();
 }
@@ -254,8 +271,9 @@ Status unary_numeric(KernelContext& ctx, const KernelArgs& args, std::vector<Ten
     auto fn = make(T{});
     const T* px = x.data_as<T>();
     T* po = writable<T>(out);
-    const int64_t n = x.numel();
-    for (int64_t i = 0; i < n; ++i) po[i] = fn(px[i]);
+    parallel_range(ctx, x.numel(), kParallelGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) po[i] = fn(px[i]);
+    });
   });
   if (!ok) return bad_dtype(op, x.dtype());
   outputs->push_back(std::move(out));
@@ -369,15 +387,16 @@ Status prelu(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* ou
   if (w.numel() == 1 || (x.rank() >= 2 && w.rank() <= 1 && w.numel() == x.dim(1))) {
     int64_t c = w.numel() == 1 ? 1 : x.dim(1);
     int64_t inner = x.rank() >= 2 ? prod(x.shape(), 2, x.rank()) : 1;
-    int64_t n = x.numel();
-    for (int64_t i = 0; i < n; ++i) {
-      float a = pw[c == 1 ? 0 : (i / inner) % c];
-      po[i] = px[i] > 0 ? px[i] : a * px[i];
-    }
+    parallel_range(ctx, x.numel(), kParallelGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        float a = pw[c == 1 ? 0 : (i / inner) % c];
+        po[i] = px[i] > 0 ? px[i] : a * px[i];
+      }
+    });
   } else {
     KILN_ASSIGN_OR_RETURN(auto shape, broadcast_shapes(x.shape(), w.shape(), "prelu"));
     if (shape != x.shape()) return invalid_argument("prelu: weight [{}] does not broadcast to input [{}]", fmt::join(w.shape(), ", "), fmt::join(x.shape(), ", "));
-    binary_loop<float, float, float>(x, w, out, [](float v, float a) { return v > 0 ? v : a * v; });
+    binary_loop<float, float, float>(ctx, x, w, out, [](float v, float a) { return v > 0 ? v : a * v; });
   }
   outputs->push_back(std::move(out));
   return Status::Ok();
@@ -399,7 +418,7 @@ Status compare(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* 
   Tensor out = ctx.allocate(DType::kBool, p.shape);
   bool ok = dispatch_arith(p.common, [&](auto t) {
     using T = decltype(t);
-    binary_loop<T, T, uint8_t>(p.a, p.b, out, make(T{}));
+    binary_loop<T, T, uint8_t>(ctx, p.a, p.b, out, make(T{}));
   });
   if (!ok) return bad_dtype(op, p.common);
   outputs->push_back(std::move(out));
@@ -441,16 +460,20 @@ Status where(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* ou
   const uint8_t* pa = static_cast<const uint8_t*>(ta.data());
   const uint8_t* pb = static_cast<const uint8_t*>(tb.data());
   uint8_t* po = writable<uint8_t>(out);
+  it.coalesce();
+  const int64_t row_len = it.shape.empty() ? 1 : it.shape.back();
   dispatch_all(common, [&](auto t) {
     using T = decltype(t);
     const T* xa = reinterpret_cast<const T*>(pa);
     const T* xb = reinterpret_cast<const T*>(pb);
-    T* xo = reinterpret_cast<T*>(po);
-    it.for_each_row([&](const int64_t* offs, int64_t cnt, const int64_t* inner) {
-      for (int64_t i = 0; i < cnt; ++i) {
-        xo[i] = pc[offs[0] + i * inner[0]] ? xa[offs[1] + i * inner[1]] : xb[offs[2] + i * inner[2]];
-      }
-      xo += cnt;
+    parallel_range(ctx, it.rows(), grain_for(row_len), [&](int64_t row_begin, int64_t row_end) {
+      T* xo = reinterpret_cast<T*>(po) + row_begin * row_len;
+      it.for_each_row(row_begin, row_end, [&](const int64_t* offs, int64_t cnt, const int64_t* inner) {
+        for (int64_t i = 0; i < cnt; ++i) {
+          xo[i] = pc[offs[0] + i * inner[0]] ? xa[offs[1] + i * inner[1]] : xb[offs[2] + i * inner[2]];
+        }
+        xo += cnt;
+      });
     });
   });
   outputs->push_back(std::move(out));
@@ -478,7 +501,7 @@ Status logical_binary(KernelContext& ctx, const KernelArgs& args, std::vector<Te
   Tensor b = convert(ctx, args.tensor(1), DType::kBool);
   KILN_ASSIGN_OR_RETURN(auto shape, broadcast_shapes(a.shape(), b.shape(), op));
   Tensor out = ctx.allocate(DType::kBool, shape);
-  binary_loop<uint8_t, uint8_t, uint8_t>(a, b, out, fn);
+  binary_loop<uint8_t, uint8_t, uint8_t>(ctx, a, b, out, fn);
   outputs->push_back(std::move(out));
   return Status::Ok();
 }

@@ -197,6 +197,39 @@ std::vector<int64_t> BroadcastIter::strides_for(const std::vector<int64_t>& op_s
   return s;
 }
 
+void BroadcastIter::coalesce() {
+  if (shape.size() < 2) return;
+  std::vector<int64_t> new_shape{shape.back()};
+  std::vector<std::vector<int64_t>> new_strides(strides.size());
+  for (size_t k = 0; k < strides.size(); ++k) new_strides[k] = {strides[k].back()};
+  for (size_t d = shape.size() - 1; d-- > 0;) {
+    if (shape[d] == 1) continue;  // never stepped
+    if (new_shape.back() == 1) {  // a size-1 block is never stepped: dim d takes its place
+      new_shape.back() = shape[d];
+      for (size_t k = 0; k < strides.size(); ++k) new_strides[k].back() = strides[k][d];
+      continue;
+    }
+    bool merge = true;  // dim d steps every operand by exactly one whole row of the dims after it
+    for (size_t k = 0; k < strides.size() && merge; ++k) {
+      merge = strides[k][d] == new_strides[k].back() * new_shape.back();
+    }
+    if (merge) {
+      new_shape.back() *= shape[d];
+      continue;
+    }
+    new_shape.push_back(shape[d]);
+    for (size_t k = 0; k < strides.size(); ++k) new_strides[k].push_back(strides[k][d]);
+  }
+  std::reverse(new_shape.begin(), new_shape.end());
+  for (auto& s : new_strides) std::reverse(s.begin(), s.end());
+  shape = std::move(new_shape);
+  strides = std::move(new_strides);
+}
+
+int64_t BroadcastIter::rows() const {
+  return shape.empty() ? 1 : prod(shape, 0, shape.size() - 1);
+}
+
 int64_t prod(const std::vector<int64_t>& shape, size_t begin, size_t end) {
   int64_t p = 1;
   for (size_t i = begin; i < end && i < shape.size(); ++i) p *= shape[i];
@@ -350,16 +383,12 @@ float* scratch_floats(size_t n) {
 
 void set_blas_threads(int n) { openblas_set_num_threads(std::max(1, n)); }
 
-namespace {
-
-void sgemm_block(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+void sgemm_serial(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b,
               static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
-
-}  // namespace
 
 void sgemm(KernelContext& ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
            float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
@@ -373,18 +402,18 @@ void sgemm(KernelContext& ctx, bool trans_a, bool trans_b, int64_t m, int64_t n,
   constexpr int64_t kSerialMacs = int64_t{1} << 18;
   const int threads = ctx.num_threads();
   if (threads <= 1 || m * n * k < kSerialMacs || std::max(m, n) < 2 * kStep) {
-    sgemm_block(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    sgemm_serial(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   if (n >= m) {
     ctx.parallel_for((n + kStep - 1) / kStep, [&](int64_t begin, int64_t end) {
       const int64_t j0 = begin * kStep, j1 = std::min(n, end * kStep);
-      sgemm_block(trans_a, trans_b, m, j1 - j0, k, alpha, a, lda, trans_b ? b + j0 * ldb : b + j0, ldb, beta, c + j0, ldc);
+      sgemm_serial(trans_a, trans_b, m, j1 - j0, k, alpha, a, lda, trans_b ? b + j0 * ldb : b + j0, ldb, beta, c + j0, ldc);
     });
   } else {
     ctx.parallel_for((m + kStep - 1) / kStep, [&](int64_t begin, int64_t end) {
       const int64_t i0 = begin * kStep, i1 = std::min(m, end * kStep);
-      sgemm_block(trans_a, trans_b, i1 - i0, n, k, alpha, trans_a ? a + i0 : a + i0 * lda, lda, b, ldb, beta,
+      sgemm_serial(trans_a, trans_b, i1 - i0, n, k, alpha, trans_a ? a + i0 : a + i0 * lda, lda, b, ldb, beta,
                   c + i0 * ldc, ldc);
     });
   }

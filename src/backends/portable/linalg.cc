@@ -9,16 +9,21 @@
 namespace kiln::portable::k {
 namespace {
 
-// C[m,n] = alpha * op(A) op(B) + beta * C, row-major, contiguous.
-void gemm(KernelContext& ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t kk,
+// C[m,n] = alpha * op(A) op(B) + beta * C, row-major, contiguous; split over ctx's threads, or
+// on the calling thread alone when ctx is null.
+void gemm(KernelContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t kk,
           float alpha, const float* a, const float* b, float beta, float* c) {
   if (m == 0 || n == 0) return;
   if (kk == 0) {
     for (int64_t i = 0; i < m * n; ++i) c[i] = beta == 0 ? 0.0f : beta * c[i];
     return;
   }
-  sgemm(ctx, trans_a, trans_b, m, n, kk, alpha, a, trans_a ? m : kk, b, trans_b ? kk : n, beta,
-        c, n);
+  const int64_t lda = trans_a ? m : kk, ldb = trans_b ? kk : n;
+  if (ctx) {
+    sgemm(*ctx, trans_a, trans_b, m, n, kk, alpha, a, lda, b, ldb, beta, c, n);
+  } else {
+    sgemm_serial(trans_a, trans_b, m, n, kk, alpha, a, lda, b, ldb, beta, c, n);
+  }
 }
 
 // Batched product with numpy broadcasting of the batch dims; a is [..., m, k], b is [..., k, n].
@@ -43,23 +48,30 @@ Result<Tensor> batched_matmul(KernelContext& ctx, const Tensor& a, const Tensor&
   int64_t nb = prod(batch, 0, batch.size());
   // [..., m, k] @ [k, n]: fold the batch into m (one big GEMM).
   if (rb == 2) {
-    gemm(ctx, false, false, nb * m, n, kk, 1.0f, pa, pb, 0.0f, po);
+    gemm(&ctx, false, false, nb * m, n, kk, 1.0f, pa, pb, 0.0f, po);
     return out;
   }
-  auto sa = BroadcastIter::strides_for(ba, batch);
-  auto sb = BroadcastIter::strides_for(bb, batch);
-  std::vector<int64_t> idx(batch.size(), 0);
-  for (int64_t i = 0; i < nb; ++i) {
+  const auto sa = BroadcastIter::strides_for(ba, batch);
+  const auto sb = BroadcastIter::strides_for(bb, batch);
+  // Product i of the batch; `split` spreads it over the threads.
+  auto product = [&](int64_t i, bool split) {
     int64_t oa = 0, ob = 0;
-    for (size_t d = 0; d < batch.size(); ++d) {
-      oa += idx[d] * sa[d];
-      ob += idx[d] * sb[d];
+    for (int64_t rest = i, d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
+      int64_t at = rest % batch[d];
+      rest /= batch[d];
+      oa += at * sa[d];
+      ob += at * sb[d];
     }
-    gemm(ctx, false, false, m, n, kk, 1.0f, pa + oa * m * kk, pb + ob * kk * n, 0.0f, po + i * m * n);
-    for (size_t d = batch.size(); d-- > 0;) {
-      if (++idx[d] < batch[d]) break;
-      idx[d] = 0;
-    }
+    gemm(split ? &ctx : nullptr, false, false, m, n, kk, 1.0f, pa + oa * m * kk, pb + ob * kk * n,
+         0.0f, po + i * m * n);
+  };
+  // Many small products (attention's heads): whole products per thread.
+  if (nb >= ctx.num_threads() && m * n * kk < (int64_t{1} << 20)) {
+    parallel_range(ctx, nb, grain_for(m * n * kk / 4), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) product(i, false);
+    });
+  } else {
+    for (int64_t i = 0; i < nb; ++i) product(i, true);
   }
   return out;
 }
@@ -142,7 +154,7 @@ Status linear(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* o
     }
     beta = 1.0f;
   }
-  gemm(ctx, false, true, m, n, kk, 1.0f, x.data_as<float>(), w.data_as<float>(), beta, po);
+  gemm(&ctx, false, true, m, n, kk, 1.0f, x.data_as<float>(), w.data_as<float>(), beta, po);
   apply_epilogue(ctx, epilogue, po, out.numel());
   outputs->push_back(std::move(out));
   return Status::Ok();
@@ -170,7 +182,7 @@ Status addmm(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* ou
   Tensor cb = broadcast_to(ctx, c, shape);
   float* po = writable<float>(out);
   std::copy(cb.data_as<float>(), cb.data_as<float>() + out.numel(), po);
-  gemm(ctx, false, false, a.dim(0), b.dim(1), a.dim(1), alpha, a.data_as<float>(), b.data_as<float>(),
+  gemm(&ctx, false, false, a.dim(0), b.dim(1), a.dim(1), alpha, a.data_as<float>(), b.data_as<float>(),
        beta, po);
   apply_epilogue(ctx, epilogue, po, out.numel());
   outputs->push_back(std::move(out));
@@ -222,15 +234,17 @@ Status scaled_dot_product_attention(KernelContext& ctx, const KernelArgs& args,
   out_shape.push_back(l);
   out_shape.push_back(ev);
   Tensor out = ctx.allocate(DType::kF32, out_shape);
-  std::vector<float> scores(static_cast<size_t>(l * s));
   const float ninf = -std::numeric_limits<float>::infinity();
-  for (int64_t bi = 0; bi < nb; ++bi) {
+  // One head: scores = q k^T * scale, masked, softmax, @ v; `split` spreads its products over
+  // the threads, otherwise it runs on the calling thread with that thread's own scores.
+  auto head = [&](int64_t bi, bool split) {
+    float* scores = scratch_floats(static_cast<size_t>(l * s));
     const float* pq = q.data_as<float>() + bi * l * e;
     const float* pk = kt.data_as<float>() + bi * s * e;
     const float* pv = v.data_as<float>() + bi * s * ev;
-    gemm(ctx, false, true, l, s, e, scale, pq, pk, 0.0f, scores.data());
+    gemm(split ? &ctx : nullptr, false, true, l, s, e, scale, pq, pk, 0.0f, scores);
     for (int64_t i = 0; i < l; ++i) {
-      float* row = scores.data() + i * s;
+      float* row = scores + i * s;
       if (mask.defined() && mask.numel() > 0) {
         if (bool_mask) {
           const uint8_t* pm = mask.data_as<uint8_t>() + (bi * l + i) * s;
@@ -254,7 +268,15 @@ Status scaled_dot_product_attention(KernelContext& ctx, const KernelArgs& args,
       float inv = sum > 0 ? 1.0f / sum : std::numeric_limits<float>::quiet_NaN();
       for (int64_t j = 0; j < s; ++j) row[j] *= inv;
     }
-    gemm(ctx, false, false, l, ev, s, 1.0f, scores.data(), pv, 0.0f, writable<float>(out) + bi * l * ev);
+    gemm(split ? &ctx : nullptr, false, false, l, ev, s, 1.0f, scores, pv, 0.0f,
+         writable<float>(out) + bi * l * ev);
+  };
+  if (nb >= ctx.num_threads() && l * s * std::max(e, ev) < (int64_t{1} << 20)) {
+    parallel_range(ctx, nb, grain_for(l * s * (e + ev) / 4), [&](int64_t begin, int64_t end) {
+      for (int64_t bi = begin; bi < end; ++bi) head(bi, false);
+    });
+  } else {
+    for (int64_t bi = 0; bi < nb; ++bi) head(bi, true);
   }
   outputs->push_back(std::move(out));
   return Status::Ok();

@@ -24,9 +24,10 @@ Result<const float*> opt_param(const KernelArgs& args, size_t i, int64_t expect,
 // Normalizes rows of `inner` elements: y = (x - mean) * rstd * w + b (w/b per element or per row
 // group via `param_of`).
 template <typename ParamIndex>
-void normalize_rows(const float* x, float* y, int64_t rows, int64_t inner, float eps,
-                    const float* w, const float* b, bool center, ParamIndex param_of) {
-  for (int64_t r = 0; r < rows; ++r) {
+void normalize_rows(KernelContext& ctx, const float* x, float* y, int64_t rows, int64_t inner,
+                    float eps, const float* w, const float* b, bool center, ParamIndex param_of) {
+  parallel_range(ctx, rows, grain_for(3 * inner), [&](int64_t row_begin, int64_t row_end) {
+  for (int64_t r = row_begin; r < row_end; ++r) {
     const float* xr = x + r * inner;
     float* yr = y + r * inner;
     double mean = 0, var = 0;
@@ -49,6 +50,7 @@ void normalize_rows(const float* x, float* y, int64_t rows, int64_t inner, float
       yr[i] = v;
     }
   }
+  });
 }
 
 }  // namespace
@@ -71,15 +73,16 @@ Status batch_norm(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor
   Tensor out = ctx.allocate(DType::kF32, x.shape());
   const float* px = x.data_as<float>();
   float* po = writable<float>(out);
-  for (int64_t ch = 0; ch < c; ++ch) {
-    float scale = (w ? w[ch] : 1.0f) / std::sqrt(var[ch] + eps);
-    float shift = (b ? b[ch] : 0.0f) - mean[ch] * scale;
-    for (int64_t n = 0; n < outer; ++n) {
-      const float* xi = px + (n * c + ch) * inner;
-      float* yi = po + (n * c + ch) * inner;
+  parallel_range(ctx, outer * c, grain_for(inner), [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      int64_t ch = plane % c;
+      float scale = (w ? w[ch] : 1.0f) / std::sqrt(var[ch] + eps);
+      float shift = (b ? b[ch] : 0.0f) - mean[ch] * scale;
+      const float* xi = px + plane * inner;
+      float* yi = po + plane * inner;
       for (int64_t i = 0; i < inner; ++i) yi[i] = xi[i] * scale + shift;
     }
-  }
+  });
   outputs->push_back(std::move(out));
   return Status::Ok();
 }
@@ -109,7 +112,7 @@ Status normalize_trailing(KernelContext& ctx, const KernelArgs& args, const char
     KILN_ASSIGN_OR_RETURN(b, opt_param(args, 2, inner, op, "bias"));
   }
   Tensor out = ctx.allocate(DType::kF32, x.shape());
-  normalize_rows(x.data_as<float>(), writable<float>(out), rows, inner, eps, w, b, layer,
+  normalize_rows(ctx, x.data_as<float>(), writable<float>(out), rows, inner, eps, w, b, layer,
                  [](int64_t, int64_t i) { return i; });
   outputs->push_back(std::move(out));
   return Status::Ok();
@@ -147,7 +150,7 @@ Status group_norm(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor
   int64_t inner = c / groups * spatial;
   int64_t rows = x.dim(0) * groups;
   Tensor out = ctx.allocate(DType::kF32, x.shape());
-  normalize_rows(x.data_as<float>(), writable<float>(out), rows, inner, eps, w, b, true,
+  normalize_rows(ctx, x.data_as<float>(), writable<float>(out), rows, inner, eps, w, b, true,
                  [=](int64_t r, int64_t i) { return (r % groups) * (c / groups) + i / std::max<int64_t>(spatial, 1); });
   outputs->push_back(std::move(out));
   return Status::Ok();
@@ -168,26 +171,26 @@ Status softmax_impl(KernelContext& ctx, const KernelArgs& args, std::vector<Tens
   Tensor out = ctx.allocate(DType::kF32, x.shape());
   const float* px = x.data_as<float>();
   float* po = writable<float>(out);
-  ctx.parallel_for(outer, [&](int64_t begin, int64_t end) {
+  // One softmax per (outer, inner) position, each over n elements `inner` apart.
+  parallel_range(ctx, outer * inner, grain_for(4 * n), [&](int64_t begin, int64_t end) {
     std::vector<float> col(static_cast<size_t>(n));
-    for (int64_t o = begin; o < end; ++o) {
-      for (int64_t in = 0; in < inner; ++in) {
-        const float* xs = px + o * n * inner + in;
-        float* ys = po + o * n * inner + in;
-        float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t i = 0; i < n; ++i) mx = std::max(mx, xs[i * inner]);
-        double sum = 0;
-        for (int64_t i = 0; i < n; ++i) {
-          col[i] = std::exp(xs[i * inner] - mx);
-          sum += col[i];
-        }
-        if (log) {
-          float lse = static_cast<float>(std::log(sum));
-          for (int64_t i = 0; i < n; ++i) ys[i * inner] = xs[i * inner] - mx - lse;
-        } else {
-          float inv = static_cast<float>(1.0 / sum);
-          for (int64_t i = 0; i < n; ++i) ys[i * inner] = col[i] * inv;
-        }
+    for (int64_t j = begin; j < end; ++j) {
+      const int64_t o = j / inner, in = j % inner;
+      const float* xs = px + o * n * inner + in;
+      float* ys = po + o * n * inner + in;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t i = 0; i < n; ++i) mx = std::max(mx, xs[i * inner]);
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        col[i] = std::exp(xs[i * inner] - mx);
+        sum += col[i];
+      }
+      if (log) {
+        float lse = static_cast<float>(std::log(sum));
+        for (int64_t i = 0; i < n; ++i) ys[i * inner] = xs[i * inner] - mx - lse;
+      } else {
+        float inv = static_cast<float>(1.0 / sum);
+        for (int64_t i = 0; i < n; ++i) ys[i * inner] = col[i] * inv;
       }
     }
   });
@@ -208,8 +211,9 @@ Tensor reduce_one(KernelContext& ctx, const Tensor& x, size_t dim, Reduce kind, 
   const T* px = x.data_as<T>();
   using O = std::conditional_t<std::is_same_v<Acc, double> || std::is_floating_point_v<T>, T, Acc>;
   O* po = writable<O>(out);
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t in = 0; in < inner; ++in) {
+  parallel_range(ctx, outer * inner, grain_for(n), [&](int64_t begin, int64_t end) {
+  for (int64_t j = begin; j < end; ++j) {
+      const int64_t o = j / inner, in = j % inner;
       const T* xs = px + o * n * inner + in;
       if (kind == Reduce::kMax || kind == Reduce::kMin) {
         T m = xs[0];
@@ -227,8 +231,8 @@ Tensor reduce_one(KernelContext& ctx, const Tensor& x, size_t dim, Reduce kind, 
         if (kind == Reduce::kMean) s = static_cast<Acc>(s / static_cast<Acc>(n));
         po[o * inner + in] = static_cast<O>(s);
       }
-    }
   }
+  });
   return out;
 }
 

@@ -154,15 +154,19 @@ Status permute(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* 
   }
   Tensor out = ctx.allocate(x.dtype(), shape);
   BroadcastIter it{shape, {strides}};
+  it.coalesce();
+  const int64_t row_len = it.shape.empty() ? 1 : it.shape.back();
   dispatch_all(x.dtype(), [&](auto t) {
     using T = decltype(t);
     const T* px = x.data_as<T>();
-    T* po = writable<T>(out);
-    it.for_each_row([&](const int64_t* offs, int64_t n, const int64_t* inner) {
-      const T* src = px + offs[0];
-      const int64_t s = inner[0];
-      for (int64_t i = 0; i < n; ++i) po[i] = src[i * s];
-      po += n;
+    parallel_range(ctx, it.rows(), grain_for(row_len), [&](int64_t row_begin, int64_t row_end) {
+      T* po = writable<T>(out) + row_begin * row_len;
+      it.for_each_row(row_begin, row_end, [&](const int64_t* offs, int64_t n, const int64_t* inner) {
+        const T* src = px + offs[0];
+        const int64_t s = inner[0];
+        for (int64_t i = 0; i < n; ++i) po[i] = src[i * s];
+        po += n;
+      });
     });
   });
   outputs->push_back(std::move(out));

@@ -42,6 +42,11 @@ void sgemm(KernelContext& ctx, bool trans_a, bool trans_b, int64_t m, int64_t n,
            float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
            float* c, int64_t ldc);
 
+/// The same product on the calling thread only (a worker's share of a larger parallel loop).
+void sgemm_serial(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                  int64_t ldc);
+
 /// The float activations, one definition for the elementwise kernels and the fused epilogue of
 /// linear / addmm / convolution (so that fusing changes no bit of the result).
 namespace act {
@@ -113,23 +118,37 @@ struct BroadcastIter {
   static std::vector<int64_t> strides_for(const std::vector<int64_t>& op_shape,
                                           const std::vector<int64_t>& out_shape);
 
+  /// Merges adjacent dims every operand walks as one (x[1,C,H,W] * s[1,C,1,1] iterates rows of
+  /// H*W, not H rows of W), so that rows are as long as they can be.
+  void coalesce();
+  /// Rows of the innermost dim (1 for a 0-d shape).
+  int64_t rows() const;
+
   template <typename Fn>
   void for_each_row(Fn&& fn) const {
+    for_each_row(0, rows(), fn);
+  }
+  /// The rows [row_begin, row_end) only: a range of them is one thread's share.
+  template <typename Fn>
+  void for_each_row(int64_t row_begin, int64_t row_end, Fn&& fn) const {
     const size_t r = shape.size();
     const size_t nops = strides.size();
     if (r == 0) {
       std::vector<int64_t> offs(nops, 0), inner(nops, 0);
-      fn(offs.data(), int64_t{1}, inner.data());
+      if (row_begin < row_end) fn(offs.data(), int64_t{1}, inner.data());
       return;
     }
     int64_t inner_n = shape[r - 1];
     std::vector<int64_t> inner(nops);
     for (size_t k = 0; k < nops; ++k) inner[k] = strides[k][r - 1];
-    int64_t rows = 1;
-    for (size_t d = 0; d + 1 < r; ++d) rows *= shape[d];
-    if (inner_n == 0 || rows == 0) return;
+    if (inner_n == 0 || row_begin >= row_end) return;
     std::vector<int64_t> idx(r, 0), offs(nops, 0);
-    for (int64_t row = 0; row < rows; ++row) {
+    for (int64_t rest = row_begin, d = static_cast<int64_t>(r) - 2; d >= 0 && rest > 0; --d) {
+      idx[d] = rest % shape[d];
+      rest /= shape[d];
+      for (size_t k = 0; k < nops; ++k) offs[k] += strides[k][d] * idx[d];
+    }
+    for (int64_t row = row_begin; row < row_end; ++row) {
       fn(offs.data(), inner_n, inner.data());
       for (size_t d = r - 1; d-- > 0;) {
         ++idx[d];
@@ -141,5 +160,24 @@ struct BroadcastIter {
     }
   }
 };
+
+/// Elements of cheap elementwise work below which a loop stays on one thread: waking the pool
+/// costs more than splitting saves.
+inline constexpr int64_t kParallelGrain = 16384;
+
+/// Runs fn(begin, end) over [0, n) split across ctx's threads in pieces of at least `grain`
+/// items; a single inline call when n < 2 * grain or the context has one thread.
+template <typename Fn>
+void parallel_range(KernelContext& ctx, int64_t n, int64_t grain, Fn&& fn) {
+  int64_t parts = std::min<int64_t>(ctx.num_threads(), n / std::max<int64_t>(grain, 1));
+  if (parts <= 1) {
+    if (n > 0) fn(int64_t{0}, n);
+    return;
+  }
+  ctx.parallel_for(parts, [&](int64_t begin, int64_t end) { fn(n * begin / parts, n * end / parts); });
+}
+
+/// Items per piece for parallel_range when each item costs about `cost` elements of work.
+inline int64_t grain_for(int64_t cost) { return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(cost, 1)); }
 
 }  // namespace kiln::portable

@@ -7,6 +7,7 @@
 #include <deque>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kiln/backends/portable/kernels.h"
@@ -36,6 +37,28 @@ inline std::vector<double> values(const Tensor& t) {
   for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.scalar_at(i));
   return v;
 }
+
+/// A context with `threads` real threads: parallel_for runs one contiguous chunk per thread, each
+/// chunk but the first on a thread of its own, like the interpreter's pool.
+class ThreadedKernelContext : public SimpleKernelContext {
+ public:
+  explicit ThreadedKernelContext(int threads) : threads_(threads) {}
+  int num_threads() const override { return threads_; }
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) override {
+    ++calls;
+    std::vector<std::thread> workers;
+    for (int i = 1; i < threads_; ++i) {
+      int64_t begin = n * i / threads_, end = n * (i + 1) / threads_;
+      if (begin < end) workers.emplace_back([&fn, begin, end] { fn(begin, end); });
+    }
+    if (n / threads_ > 0) fn(0, n / threads_);
+    for (auto& w : workers) w.join();
+  }
+  int calls = 0;  ///< parallel_for calls so far
+
+ private:
+  int threads_;
+};
 
 /// Calls kernel `op` on tensors (and attributes); fails the test if the kernel errs.
 struct Call {
@@ -71,9 +94,12 @@ struct Call {
     return *this;
   }
   Result<std::vector<Tensor>> try_run() {
+    SimpleKernelContext ctx;
+    return try_run(ctx);
+  }
+  Result<std::vector<Tensor>> try_run(KernelContext& ctx) {
     KernelFn fn = find_kernel(op);
     if (fn == nullptr) return not_found("no kernel {}", op);
-    SimpleKernelContext ctx;
     std::vector<Tensor> out;
     KILN_RETURN_IF_ERROR(fn(ctx, args, &out));
     return out;
