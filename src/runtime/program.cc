@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -945,6 +946,15 @@ Result<std::unique_ptr<Method>> Program::load_method(std::string_view name,
   mi->ctx->arena_ = arena;
   mi->ctx->slots_ = &mi->slots;
   mi->ctx->stats_ = &mi->stats;
+  if (options.profile) {
+    for (const Step& s : mi->steps) {
+      std::string op = s.kind == Kind::kKernel ? std::string(s.op)
+                       : s.kind == Kind::kCopy ? "copy"
+                                               : fmt::format("delegate {} ({})", mi->delegate_names[s.delegate],
+                                                             mi->backends[s.delegate]->id());
+      mi->stats.instructions.push_back({std::move(op), 0});
+    }
+  }
   portable::set_blas_threads(1);  // the method's pool splits each GEMM (portable sgemm)
   return std::unique_ptr<Method>(new Method(std::move(mi)));
 }
@@ -1040,8 +1050,11 @@ Result<std::vector<Tensor>> Method::execute(std::span<const Tensor> inputs) {
   Impl& mi = *impl_;
   KILN_RETURN_IF_ERROR(mi.bind_inputs(inputs));
   mi.stats.heap_allocations = 0;
+  const bool profile = !mi.stats.instructions.empty();
   for (size_t k = 0; k < mi.steps.size(); ++k) {
     Step& s = mi.steps[k];
+    std::chrono::steady_clock::time_point start;
+    if (profile) start = std::chrono::steady_clock::now();
     switch (s.kind) {
       case Kind::kKernel: {
         mi.scratch.clear();
@@ -1087,6 +1100,10 @@ Result<std::vector<Tensor>> Method::execute(std::span<const Tensor> inputs) {
         if (src.nbytes() > 0) std::memcpy(dst.mutable_data(), src.data(), src.nbytes());
         break;
       }
+    }
+    if (profile) {
+      mi.stats.instructions[k].ns = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
     }
   }
   std::vector<Tensor> out;

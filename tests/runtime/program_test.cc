@@ -138,6 +138,50 @@ TEST(ProgramFile, RunsBitForBitLikeTheInterpreter) {
   }
 }
 
+TEST(ProgramFile, ProfileTimesEveryInstruction) {
+  for (bool delegated : {false, true}) {
+    SCOPED_TRACE(delegated ? "demo delegate for linear,relu" : "portable only");
+    ExportedProgram p;
+    build_mlp(p);
+    if (delegated) delegate_all(p, "linear,relu");
+    auto program = load(serialize({{"forward", &p}}));
+    ASSERT_NE(program, nullptr);
+    auto plain = program->load_method("forward", demo_runtime());
+    ASSERT_TRUE(plain.ok()) << plain.status().message();
+    runtime::MethodOptions options;
+    options.profile = true;
+    auto timed = program->load_method("forward", demo_runtime(), options);
+    ASSERT_TRUE(timed.ok()) << timed.status().message();
+    std::vector<Tensor> inputs = {ramp({2, 3}, -1.0, 0.3)};
+    auto want = (*plain)->execute(inputs);
+    auto got = (*timed)->execute(inputs);
+    ASSERT_TRUE(want.ok() && got.ok());
+    expect_bits(*got, *want);  // timing changes no result
+    EXPECT_TRUE((*plain)->stats().instructions.empty());
+    const auto& times = (*timed)->stats().instructions;
+    auto info = program->method_info("forward");
+    ASSERT_TRUE(info.ok());
+    ASSERT_EQ(times.size(), info->kernel_calls + info->delegate_calls + info->buffer_copies);
+    uint64_t total = 0;
+    std::vector<std::string> ops;
+    for (const auto& t : times) {
+      total += t.ns;
+      ops.push_back(t.op);
+    }
+    EXPECT_GT(total, 0u);
+    const std::string listed = fmt::format("{}", fmt::join(ops, ", "));
+    size_t delegate_rows = 0;
+    for (const std::string& op : ops) {
+      if (op.rfind("delegate ", 0) != 0) continue;
+      ++delegate_rows;
+      EXPECT_NE(op.find("(demo)"), std::string::npos) << op;
+    }
+    EXPECT_EQ(delegate_rows, info->delegate_calls) << listed;
+    EXPECT_EQ(std::count(ops.begin(), ops.end(), "linear"), delegated ? 0 : 1) << listed;
+    EXPECT_EQ(std::count(ops.begin(), ops.end(), "tanh"), 1) << listed;
+  }
+}
+
 TEST(ProgramFile, BuffersPersistAcrossRuns) {
   for (bool delegated : {false, true}) {
     SCOPED_TRACE(delegated ? "the delegate owns the buffer" : "the method owns the buffer");

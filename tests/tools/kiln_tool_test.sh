@@ -172,6 +172,13 @@ expect 0 "kiln-runner with default inputs" -- "$runner" "$work/tiny.kpte"
 contains "kiln-runner fills inputs with ones" "$out" "input 'image': all ones f32[1, 3, 32, 32]"
 expect 0 "bench a program file" -- "$kiln" bench "$work/tiny.kpte" --runs 3 --warmup 1
 contains "bench names the engine" "$out" "(runtime)"
+expect 0 "bench with the time per op" -- "$kiln" bench "$work/tiny.kpte" --runs 3 --warmup 1 --op-times
+contains "op times: the table" "$out" "time per op (mean of 3 runs, each instruction timed)"
+contains "op times: a delegate call is a row" "$out" "  delegate lowered_module_0 (demo) "
+contains "op times: an op left on the portable kernels" "$out" "  gelu "
+contains "op times: the total" "$out" "all instructions"
+expect 1 "--op-times with the interpreter" -- "$kiln" bench "$tiny" --interpreter --op-times
+contains "--op-times needs the runtime" "$err" "--op-times times the runtime's instructions; drop --interpreter"
 # OpenBLAS falls back to its generic Prescott kernels on CPU models it does not know (VMs); kiln
 # restarts itself with the kernels the CPU runs.
 if grep -qw avx2 /proc/cpuinfo; then

@@ -38,6 +38,7 @@ struct RunArgs {
   std::string method = "forward";
   bool interpreter = false;
   bool verify = false;
+  bool op_times = false;     // bench: time each instruction and print the time per op
   std::string profile_file;  // HTP delegates' profiles as a Chrome trace
   std::string dump_dir;      // HTP delegates' intermediate outputs as .npy
   CompileArgs compile;
@@ -62,6 +63,8 @@ struct Engine {
   std::function<Result<std::vector<Tensor>>(std::span<const Tensor>)> run;
   std::shared_ptr<Recorded> recorded = std::make_shared<Recorded>();
   std::function<std::string()> memory;  // the activation-memory line after a run
+  // With --op-times: each instruction's time in the last run.
+  std::function<const std::vector<runtime::InstructionTime>&()> instruction_times;
   std::string name;                     // "runtime" or "interpreter"
   std::shared_ptr<void> keep;           // owns what `run` uses
 };
@@ -235,6 +238,7 @@ Result<Engine> runtime_engine(const RunArgs& args, const GivenInputs& given, boo
   KILN_RETURN_IF_ERROR(register_runtime_backends(*backends, std::move(hooks)));
   runtime::MethodOptions options;
   options.num_threads = std::max(1, args.threads);
+  options.profile = args.op_times;
   auto method = program->load_method(args.method, *backends, options);
   if (!method.ok()) return method.status().with_context(args.model);
   // Destroyed in reverse: the method (its delegates), then the program, then the backends.
@@ -254,6 +258,7 @@ Result<Engine> runtime_engine(const RunArgs& args, const GivenInputs& given, boo
     e.inputs.push_back(InputDecl{meta.dtype, meta.smallest_shape()});
   }
   e.run = [m](std::span<const Tensor> in) { return m->execute(in); };
+  e.instruction_times = [m]() -> const std::vector<runtime::InstructionTime>& { return m->stats().instructions; };
   e.memory = [m]() {
     return fmt::format("activations: arena {} bytes planned, {} tensor(s) allocated outside it "
                        "(outputs, kernel temporaries)",
@@ -353,22 +358,66 @@ Status run_command(const RunArgs& args) {
   return Status::Ok();
 }
 
+// Time per op over the timed runs (--op-times), slowest first: what to look at when a model is
+// slow. Each delegate call is one row.
+struct OpTotal {
+  size_t calls = 0;  // per run
+  uint64_t ns = 0;   // over all runs
+};
+
+void print_op_times(const std::map<std::string, OpTotal>& totals, int runs, double mean_ms) {
+  std::vector<std::pair<std::string, OpTotal>> rows(totals.begin(), totals.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
+  uint64_t all_ns = 0;
+  size_t all_calls = 0;
+  for (const auto& [op, t] : rows) {
+    all_ns += t.ns;
+    all_calls += t.calls;
+  }
+  const double per_run = 1e6 * std::max(1, runs);  // ns over all runs -> ms per run
+  std::cout << fmt::format("time per op (mean of {} runs, each instruction timed):\n", runs);
+  std::cout << fmt::format("  {:<40} {:>6} {:>10} {:>6}\n", "op", "calls", "ms/run", "%");
+  for (const auto& [op, t] : rows) {
+    std::cout << fmt::format("  {:<40} {:>6} {:>10.3f} {:>6.1f}\n", op, t.calls, t.ns / per_run,
+                             all_ns ? 100.0 * static_cast<double>(t.ns) / static_cast<double>(all_ns) : 0.0);
+  }
+  std::cout << fmt::format("  {:<40} {:>6} {:>10.3f}   (run mean {:.3f} ms; the rest is the runtime's own)\n",
+                           "all instructions", all_calls, all_ns / per_run, mean_ms);
+}
+
 Status bench_command(const RunArgs& args) {
+  if (args.op_times && args.interpreter) {
+    return invalid_argument("--op-times times the runtime's instructions; drop --interpreter");
+  }
   KILN_ASSIGN_OR_RETURN(GivenInputs given, read_given_inputs(args));
   KILN_ASSIGN_OR_RETURN(Engine engine, make_engine(args, given, false));
   KILN_ASSIGN_OR_RETURN(auto inputs, gather_inputs(args, engine, given, false));
   std::vector<double> ms;
+  std::map<std::string, OpTotal> op_totals;
   for (int i = 0; i < args.warmup + args.runs; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     KILN_ASSIGN_OR_RETURN(auto result, engine.run(inputs));
     auto t1 = std::chrono::steady_clock::now();
-    if (i >= args.warmup) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    if (i < args.warmup) continue;
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    if (!args.op_times) continue;
+    const bool first = i == args.warmup;
+    for (const runtime::InstructionTime& t : engine.instruction_times()) {
+      OpTotal& total = op_totals[t.op];
+      total.calls += first ? 1 : 0;
+      total.ns += t.ns;
+    }
   }
   std::sort(ms.begin(), ms.end());
   double median = ms.empty() ? 0 : ms[ms.size() / 2];
   std::cout << fmt::format("model {} ({}) threads {} runs {}: median {:.3f} ms, min {:.3f} ms (BLAS core {})\n",
                            args.model, engine.name, std::max(1, args.threads), ms.size(), median,
                            ms.empty() ? 0 : ms.front(), portable::blas_core_name());
+  if (args.op_times) {
+    double sum = 0;
+    for (double m : ms) sum += m;
+    print_op_times(op_totals, args.runs, ms.empty() ? 0 : sum / static_cast<double>(ms.size()));
+  }
   return Status::Ok();
 }
 
@@ -423,6 +472,9 @@ void register_bench(CLI::App& app) {
     add_model_options(sub, *args);
     sub.add_option("--runs", args->runs, "timed runs (default 20)");
     sub.add_option("--warmup", args->warmup, "untimed runs first (default 3)");
+    sub.add_flag("--op-times", args->op_times,
+                 "time every instruction and print the time per op (each delegate call one row), "
+                 "slowest first");
     return [args]() { return bench_command(*args); };
   });
 }

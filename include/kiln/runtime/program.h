@@ -77,12 +77,21 @@ struct MethodOptions {
   int num_threads = 1;
   /// Null: the arena comes from the heap.
   MemoryAllocator* allocator = nullptr;
+  /// Time every instruction of each run (MethodStats::instructions); off, the loop reads no clock.
+  bool profile = false;
+};
+
+/// One instruction's time in the last run (MethodOptions::profile).
+struct InstructionTime {
+  std::string op;  ///< the kernel's op ("convolution"), "delegate <name> (<backend>)", or "copy"
+  uint64_t ns = 0;
 };
 
 /// What the arena and heap fallbacks did in the last run.
 struct MethodStats {
   uint64_t arena_bytes = 0;
   size_t heap_allocations = 0;  ///< buffers not served by the plan (kernel temporaries, copies)
+  std::vector<InstructionTime> instructions;  ///< with MethodOptions::profile: one per instruction
 };
 
 /// A method input's declared type, for callers that make inputs (random feeds, checks).
