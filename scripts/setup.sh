@@ -10,7 +10,7 @@ DEBIAN_PACKAGES=(
   libprotobuf-dev protobuf-compiler libonnx-dev libflatbuffers-dev flatbuffers-compiler
   libopenblas-dev libxnnpack-dev libpthreadpool-dev libcpuinfo-dev libdnnl-dev zlib1g-dev
   python3-onnx python3-numpy python3-torch python3-torchvision python3-pil time
-  libgraphviz-dev chromium pybind11-dev python3-pytest python3-tqdm
+  libgraphviz-dev chromium pybind11-dev python3-pytest python3-tqdm libonnx-testdata
 )
 
 missing=()

@@ -1,8 +1,11 @@
 #include "importer.h"
 
 #include <fmt/format.h>
+#include <onnx/checker.h>
+#include <onnx/version_converter/convert.h>
 
 #include <algorithm>
+#include <exception>
 #include <queue>
 
 #include "fold.h"
@@ -314,10 +317,42 @@ Status Importer::check_model(const onnx::ModelProto& model) {
     if (model.ir_version() >= 3) return parse_error("the model imports no default-domain opset");
     opset_ = 1;
   }
-  if (opset_ < kOnnxMinOpset || opset_ > kOnnxMaxOpset) {
-    return unsupported("the model uses default-domain opset {}; kiln imports opsets {} to {}",
-                       opset_, kOnnxMinOpset, kOnnxMaxOpset);
+  if (opset_ < 1 || opset_ > kOnnxMaxOpset) {
+    return unsupported("the model uses default-domain opset {}; kiln imports opsets 1 to {} (below {} "
+                       "through ONNX's version converter)",
+                       opset_, kOnnxMaxOpset, kOnnxMinOpset);
   }
+  return Status::Ok();
+}
+
+// A model below kOnnxMinOpset is brought up to it by ONNX's own version converter, after ONNX's
+// checker has accepted each node against its schema (the converter's adapters assume the
+// attributes and inputs the schema requires). Graph-level rules the checker also enforces (a shape
+// on every output) are left alone: ONNX Runtime does not require them either. Both throw.
+Status Importer::upgrade_opset(onnx::ModelProto& model) {
+  const int64_t from = opset_;
+  auto failed = [&](std::string_view step, std::string_view what) {
+    std::string first(what.substr(0, what.find('\n')));
+    return unsupported("the model uses default-domain opset {}; {} before converting it to opset {}: {}", from,
+                       step, kOnnxMinOpset, first);
+  };
+  try {
+    onnx::checker::CheckerContext ctx;
+    ctx.set_ir_version(static_cast<int>(model.ir_version()));
+    std::unordered_map<std::string, int> opsets;
+    for (const auto& op : model.opset_import()) opsets[op.domain()] = static_cast<int>(op.version());
+    ctx.set_opset_imports(std::move(opsets));
+    onnx::checker::LexicalScopeContext scope;
+    for (const auto& n : model.graph().node()) onnx::checker::check_node(n, ctx, scope);
+  } catch (const std::exception& e) {
+    return failed("ONNX's checker rejected a node", e.what());
+  }
+  try {
+    model = onnx::version_conversion::ConvertVersion(model, static_cast<int>(kOnnxMinOpset));
+  } catch (const std::exception& e) {
+    return failed("ONNX's version converter failed", e.what());
+  }
+  opset_ = kOnnxMinOpset;
   return Status::Ok();
 }
 
@@ -544,6 +579,7 @@ Status Importer::set_outputs(const onnx::GraphProto& g) {
 
 Result<ExportedProgram> Importer::run(onnx::ModelProto& model) {
   KILN_RETURN_IF_ERROR(check_model(model));
+  if (opset_ < kOnnxMinOpset) KILN_RETURN_IF_ERROR(upgrade_opset(model));
   const auto& g = model.graph();
   KILN_RETURN_IF_ERROR(check_supported(g));
   KILN_RETURN_IF_ERROR(load_initializers(*model.mutable_graph()));

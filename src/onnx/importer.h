@@ -120,6 +120,7 @@ class Importer {
 
  private:
   Status check_model(const onnx::ModelProto& model);
+  Status upgrade_opset(onnx::ModelProto& model);
   Status load_initializers(onnx::GraphProto& g);
   Status add_inputs(const onnx::GraphProto& g);
   Status check_supported(const onnx::GraphProto& g);

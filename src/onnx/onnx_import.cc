@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "importer.h"
+#include "onnx_tensor.h"
 #include "kiln/core/file.h"
 #include "kiln/onnx/import.h"
 
@@ -68,6 +69,32 @@ Result<ExportedProgram> import_onnx_file(const std::string& path, const OnnxImpo
   auto result = importer.run(model);
   if (!result.ok()) return result.status().with_context(path);
   return result;
+}
+
+Result<Tensor> parse_onnx_tensor(std::span<const uint8_t> bytes, std::string_view base_dir, std::string_view what,
+                                 std::string* name) {
+  if (bytes.size() >= kMaxProtoBytes) return too_large(what, bytes.size());
+  onnx::TensorProto proto;
+  google::protobuf::io::CodedInputStream in(bytes.data(), static_cast<int>(bytes.size()));
+  in.SetTotalBytesLimit(static_cast<int>(kMaxProtoBytes));
+  if (!proto.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage()) {
+    return parse_error("{}: not a serialized ONNX TensorProto ({} bytes)", what, bytes.size());
+  }
+  std::string tensor = proto.name().empty() ? fmt::format("tensor in {}", what)
+                                            : fmt::format("tensor '{}' in {}", proto.name(), what);
+  KILN_ASSIGN_OR_RETURN(Tensor t, onnx_import::take_tensor_from_proto(proto, std::string(base_dir), tensor));
+  if (name != nullptr) *name = proto.name();
+  return t;
+}
+
+Result<Tensor> read_onnx_tensor_file(const std::string& path, std::string* name) {
+  KILN_ASSIGN_OR_RETURN(uint64_t size, check_regular_file(path));
+  if (size >= kMaxProtoBytes) return too_large(fmt::format("'{}'", path), size);
+  KILN_ASSIGN_OR_RETURN(std::string bytes, read_file(path));
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  return parse_onnx_tensor(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
+                           dir.string(), fmt::format("'{}'", path), name);
 }
 
 }  // namespace kiln

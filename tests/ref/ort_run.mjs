@@ -2,7 +2,11 @@
 //
 //   node tests/ref/ort_run.mjs MODEL.onnx --out DIR [--threads N] [--bench RUNS]
 //        [--opt-level disabled|basic|extended|all] name=file.npy ...
+//   node tests/ref/ort_run.mjs --jobs JOBS.json
 //
+// --jobs runs many models in one process (the conformance suite): JOBS.json is a list of
+// {"model": FILE, "out": DIR, "feeds": {name: file.npy}}; each job prints "job <i> ok" or
+// "job <i> error <message>" and a failing job does not stop the rest.
 // --opt-level sets ORT's graph optimization level (default all; disabled evaluates a QDQ graph
 // as written instead of fusing it into integer kernels).
 // With --bench, runs the model RUNS times after 3 warm-up runs and prints
@@ -18,7 +22,8 @@ const ort = require('onnxruntime-node');
 const kDescr = {
   '<f4': ['float32', Float32Array], '<f8': ['float64', Float64Array],
   '<i8': ['int64', BigInt64Array], '<i4': ['int32', Int32Array], '<i2': ['int16', Int16Array],
-  '<u2': ['uint16', Uint16Array],
+  '<u2': ['uint16', Uint16Array], '<u4': ['uint32', Uint32Array], '<u8': ['uint64', BigUint64Array],
+  '<f2': ['float16', Uint16Array],
   '|i1': ['int8', Int8Array], '|u1': ['uint8', Uint8Array], '|b1': ['bool', Uint8Array],
 };
 
@@ -47,7 +52,8 @@ function readNpy(file) {
 
 function writeNpy(file, tensor) {
   const names = { float32: '<f4', float64: '<f8', int64: '<i8', int32: '<i4', int16: '<i2',
-                  uint16: '<u2', int8: '|i1', uint8: '|u1', bool: '|b1' };
+                  uint16: '<u2', uint32: '<u4', uint64: '<u8', float16: '<f2', int8: '|i1', uint8: '|u1',
+                  bool: '|b1' };
   const descr = names[tensor.type];
   if (!descr) throw new Error(`output type ${tensor.type} not supported`);
   const dims = tensor.dims.map(String);
@@ -71,8 +77,28 @@ function writeNpy(file, tensor) {
 
 const safe = (name) => name.replace(/[^A-Za-z0-9_.-]/g, '_').replace(/^\.|^$/, '_$&');
 
+async function runJobs(file) {
+  const jobs = JSON.parse(fs.readFileSync(file, 'utf8'));
+  for (let i = 0; i < jobs.length; ++i) {
+    const job = jobs[i];
+    try {
+      const feeds = {};
+      for (const [name, npy] of Object.entries(job.feeds)) feeds[name] = readNpy(npy);
+      const session = await ort.InferenceSession.create(job.model, { intraOpNumThreads: 1, interOpNumThreads: 1 });
+      const results = await session.run(feeds);
+      fs.mkdirSync(job.out, { recursive: true });
+      for (const name of session.outputNames) writeNpy(path.join(job.out, `${safe(name)}.npy`), results[name]);
+      await session.release();
+      console.log(`job ${i} ok`);
+    } catch (e) {
+      console.log(`job ${i} error ${String(e.message).split('\n')[0]}`);
+    }
+  }
+}
+
 async function main() {
   const args = process.argv.slice(2);
+  if (args[0] === '--jobs') return runJobs(args[1]);
   let model = null, out = null, threads = 1, bench = 0, optLevel = 'all';
   const feeds = {};
   for (let i = 0; i < args.length; ++i) {

@@ -168,6 +168,21 @@ contains "kiln-runner names outputs" "$out" "output 'probs': f32[4, 10]"
 if ! cmp -s "$work/out_b4/probs.npy" "$work/out_runner/probs.npy"; then
   echo "FAIL: kiln-runner and kiln run differ"; failures=$((failures + 1))
 fi
+# ONNX test data: inputs as serialized TensorProtos (.pb), as ONNX's conformance suite holds them.
+/usr/bin/python3 -c "
+import numpy as np
+from onnx import numpy_helper
+x = np.random.default_rng(2).standard_normal((2, 3, 32, 32)).astype(np.float32)
+open('$work/image.pb', 'wb').write(numpy_helper.from_array(x, 'image').SerializeToString())
+np.save('$work/image2.npy', x)"
+expect 0 "run with a .pb input" -- "$kiln" run "$work/tiny.kpte" --input "image=$work/image.pb" --output-dir "$work/out_pb"
+expect 0 "run with the same input as .npy" -- "$kiln" run "$work/tiny.kpte" --input "image=$work/image2.npy" --output-dir "$work/out_npy2"
+if ! cmp -s "$work/out_pb/probs.npy" "$work/out_npy2/probs.npy"; then
+  echo "FAIL: a .pb input gives other outputs than the same .npy"; failures=$((failures + 1))
+fi
+printf 'not a tensor' >"$work/bad.pb"
+expect 1 "a malformed .pb input" -- "$kiln" run "$work/tiny.kpte" --input "image=$work/bad.pb"
+contains "the malformed .pb is named" "$err" "'$work/bad.pb': not a serialized ONNX TensorProto (12 bytes)"
 expect 0 "kiln-runner with default inputs" -- "$runner" "$work/tiny.kpte"
 contains "kiln-runner fills inputs with ones" "$out" "input 'image': all ones f32[1, 3, 32, 32]"
 expect 0 "bench a program file" -- "$kiln" bench "$work/tiny.kpte" --runs 3 --warmup 1

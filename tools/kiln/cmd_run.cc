@@ -22,6 +22,7 @@
 #include "kiln/core/file.h"
 #include "kiln/core/memory.h"
 #include "kiln/core/npy.h"
+#include "kiln/onnx/import.h"
 
 namespace kiln::tool {
 namespace {
@@ -96,9 +97,11 @@ Result<GivenInputs> read_given_inputs(const RunArgs& args) {
   for (const std::string& spec : args.inputs) {
     auto eq = spec.find('=');
     if (eq == std::string::npos || eq == 0) {
-      return invalid_argument("--input '{}': expected name=file.npy", spec);
+      return invalid_argument("--input '{}': expected name=file.npy (or name=file.pb)", spec);
     }
-    auto t = npy::read_npy(spec.substr(eq + 1));
+    // .pb: a serialized ONNX TensorProto, as ONNX's test data sets hold them.
+    const std::string file = spec.substr(eq + 1);
+    auto t = std::filesystem::path(file).extension() == ".pb" ? read_onnx_tensor_file(file) : npy::read_npy(file);
     if (!t.ok()) return t.status().with_context(fmt::format("--input '{}'", spec));
     given[spec.substr(0, eq)] = std::move(t).value();
   }
@@ -434,7 +437,7 @@ void add_model_options(CLI::App& sub, RunArgs& args) {
                "passes, unless --no-optimize)");
   sub.add_flag("--verify", args.verify, "program files: check every segment's checksum first");
   add_compile_options(sub, args.compile);
-  sub.add_option("--input", args.inputs, "name=file.npy (repeatable)");
+  sub.add_option("--input", args.inputs, "name=file.npy or name=file.pb (an ONNX TensorProto) (repeatable)");
   sub.add_option("--inputs", args.npz, ".npz holding inputs by name");
   sub.add_option("--threads", args.threads, "threads (default 1)");
   sub.add_option("--seed", args.seed, "seed for random inputs (default 0)");

@@ -1,4 +1,5 @@
-// ONNX import: reads an ONNX ModelProto (opsets 11..21) into an ExportedProgram of kiln ops.
+// ONNX import: reads an ONNX ModelProto (opsets 11..21, and 1..10 brought up to 11 by ONNX's own
+// version converter) into an ExportedProgram of kiln ops.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +22,8 @@ struct OnnxImportOptions {
   int64_t fold_limit = int64_t{1} << 20;
 };
 
-/// Lowest and highest default-domain opset the importer accepts.
+/// Lowest and highest default-domain opset the importer reads; a model below the lowest is
+/// converted to it first.
 inline constexpr int64_t kOnnxMinOpset = 11;
 inline constexpr int64_t kOnnxMaxOpset = 21;
 
@@ -35,5 +37,14 @@ inline constexpr int64_t kOnnxMaxOpset = 21;
 [[nodiscard]] Result<ExportedProgram> import_onnx_bytes(std::span<const uint8_t> bytes,
                                                         std::string_view base_dir,
                                                         const OnnxImportOptions& options = {});
+
+/// Reads a serialized TensorProto file (.pb: ONNX's test-data format, input_0.pb / output_0.pb).
+/// The tensor's own name, when the file gives one, goes to `name` (if not null). External data
+/// is resolved inside the file's folder. Errors name the file.
+[[nodiscard]] Result<Tensor> read_onnx_tensor_file(const std::string& path,
+                                                   std::string* name = nullptr);
+/// The same from bytes; `what` names them in errors. An empty `base_dir` refuses external data.
+[[nodiscard]] Result<Tensor> parse_onnx_tensor(std::span<const uint8_t> bytes, std::string_view base_dir,
+                                               std::string_view what, std::string* name = nullptr);
 
 }  // namespace kiln
