@@ -35,7 +35,7 @@ namespace {
 
 // Binary op with a tensor `self` and a Scalar `other`; commutative ops move a constant scalar to
 // the right.
-Status binary(Importer& im, OpId op, bool commutative) {
+Status binary(Importer& im, OpId op, bool commutative, const Kwargs& kwargs = {}) {
   if (im.num_inputs() != 2 || !im.has_input(0) || !im.has_input(1)) {
     return invalid_argument("expected 2 inputs, got {}", im.num_inputs());
   }
@@ -49,7 +49,7 @@ Status binary(Importer& im, OpId op, bool commutative) {
   }
   KILN_ASSIGN_OR_RETURN(Node * x, im.input(a));
   KILN_ASSIGN_OR_RETURN(Arg y, scalar_or_node(im, b, r0));
-  KILN_ASSIGN_OR_RETURN(Node * out, im.call(op, {x, y}));
+  KILN_ASSIGN_OR_RETURN(Node * out, im.call(op, {x, y}, kwargs));
   im.set_output(0, out);
   return Status::Ok();
 }
@@ -59,14 +59,69 @@ Status binary(Importer& im, OpId op, bool commutative) {
 KILN_BINARY(add, kAdd, true)
 KILN_BINARY(sub, kSub, false)
 KILN_BINARY(mul, kMul, true)
-KILN_BINARY(div, kDiv, false)
-KILN_BINARY(pow, kPow, false)
 KILN_BINARY(equal, kEq, true)
 KILN_BINARY(less, kLt, false)
 KILN_BINARY(greater, kGt, false)
 KILN_BINARY(less_equal, kLe, false)
 KILN_BINARY(greater_equal, kGe, false)
 #undef KILN_BINARY
+
+// ONNX Div keeps the inputs' type: integers divide truncating.
+Status convert_div(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec s, im.input_spec(0));
+  if (is_floating(s.dtype)) return binary(im, OpId::kDiv, false);
+  return binary(im, OpId::kDiv, false, {{"rounding_mode", std::string("trunc")}});
+}
+
+// ONNX Pow has the base's type; an integer base with a float exponent is computed in f64 and
+// truncated, as ONNX Runtime does.
+Status convert_pow(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(TensorSpec es, im.input_spec(1));
+  Node* out = nullptr;
+  if (!is_floating(xs.dtype) && is_floating(es.dtype)) {
+    KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+    KILN_ASSIGN_OR_RETURN(Node * e, im.input(1));
+    KILN_ASSIGN_OR_RETURN(x, im.call(OpId::kCast, {x}, {{"dtype", DType::kF64}}));
+    KILN_ASSIGN_OR_RETURN(e, im.call(OpId::kCast, {e}, {{"dtype", DType::kF64}}));
+    KILN_ASSIGN_OR_RETURN(out, im.call(OpId::kPow, {x, e}));
+  } else {
+    KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+    KILN_ASSIGN_OR_RETURN(Arg e, scalar_or_node(im, 1, xs.rank()));
+    KILN_ASSIGN_OR_RETURN(out, im.call(OpId::kPow, {x, e}));
+  }
+  if (out->spec().dtype != xs.dtype) {
+    KILN_ASSIGN_OR_RETURN(out, im.call(OpId::kCast, {out}, {{"dtype", xs.dtype}}));
+  }
+  im.set_output(0, out);
+  return Status::Ok();
+}
+
+// Max, Min, Sum, Mean: any number of inputs, broadcast together, folded from the left.
+Status variadic(Importer& im, OpId op, bool mean) {
+  size_t n = im.num_inputs();
+  if (n == 0) return invalid_argument("expected at least one input");
+  KILN_ASSIGN_OR_RETURN(Node * acc, im.input(0));
+  for (size_t i = 1; i < n; ++i) {
+    KILN_ASSIGN_OR_RETURN(Node * x, im.input(i));
+    KILN_ASSIGN_OR_RETURN(acc, im.call(op, {acc, x}));
+  }
+  if (mean && n > 1) {
+    KILN_ASSIGN_OR_RETURN(acc, im.call(OpId::kDiv, {acc, Arg(static_cast<double>(n))}));
+  }
+  im.set_output(0, acc);
+  return Status::Ok();
+}
+Status convert_max(Importer& im) { return variadic(im, OpId::kMaximum, false); }
+Status convert_min(Importer& im) { return variadic(im, OpId::kMinimum, false); }
+Status convert_sum(Importer& im) { return variadic(im, OpId::kAdd, false); }
+Status convert_mean(Importer& im) { return variadic(im, OpId::kAdd, true); }
+
+// Mod: fmod=1 keeps the dividend's sign (C fmod), fmod=0 the divisor's (Python %).
+Status convert_mod(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(int64_t fmod, im.attr_int("fmod", 0));
+  return binary(im, fmod != 0 ? OpId::kFmod : OpId::kRemainder, false);
+}
 
 Status logical_binary(Importer& im, OpId op) {
   KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
@@ -76,6 +131,7 @@ Status logical_binary(Importer& im, OpId op) {
   return Status::Ok();
 }
 Status convert_and(Importer& im) { return logical_binary(im, OpId::kLogicalAnd); }
+Status convert_xor(Importer& im) { return logical_binary(im, OpId::kNe); }
 Status convert_or(Importer& im) { return logical_binary(im, OpId::kLogicalOr); }
 
 #define KILN_UNARY(Name, Op) \
@@ -91,6 +147,21 @@ KILN_UNARY(neg, kNeg)
 KILN_UNARY(abs, kAbs)
 KILN_UNARY(hardswish, kHardswish)
 KILN_UNARY(not, kLogicalNot)
+KILN_UNARY(sin, kSin)
+KILN_UNARY(cos, kCos)
+KILN_UNARY(tan, kTan)
+KILN_UNARY(asin, kAsin)
+KILN_UNARY(acos, kAcos)
+KILN_UNARY(atan, kAtan)
+KILN_UNARY(sinh, kSinh)
+KILN_UNARY(cosh, kCosh)
+KILN_UNARY(asinh, kAsinh)
+KILN_UNARY(acosh, kAcosh)
+KILN_UNARY(atanh, kAtanh)
+KILN_UNARY(floor, kFloor)
+KILN_UNARY(ceil, kCeil)
+KILN_UNARY(round, kRound)
+KILN_UNARY(sign, kSign)
 #undef KILN_UNARY
 
 Status convert_reciprocal(Importer& im) {
@@ -153,6 +224,80 @@ Result<std::optional<double>> clip_bound(Importer& im, size_t input, std::string
   return std::optional<double>(fold::get_f64(t, 0));
 }
 
+// Activations ONNX defines by formula, built from kiln ops on input 0.
+Result<Node*> scalar_op(Importer& im, OpId op, Node* x, double v) { return im.call(op, {x, Arg(v)}); }
+
+// alpha * (exp(x) - 1) where x <= 0, scaled by gamma: Elu (gamma 1) and Selu.
+Status exp_linear(Importer& im, float alpha, float gamma) {
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * pos, scalar_op(im, OpId::kGt, x, 0.0));
+  KILN_ASSIGN_OR_RETURN(Node * e, im.call(OpId::kExp, {x}));
+  KILN_ASSIGN_OR_RETURN(e, scalar_op(im, OpId::kSub, e, 1.0));
+  KILN_ASSIGN_OR_RETURN(e, scalar_op(im, OpId::kMul, e, alpha));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kWhere, {pos, x, e}));
+  if (gamma != 1.0f) {
+    KILN_ASSIGN_OR_RETURN(y, scalar_op(im, OpId::kMul, y, gamma));
+  }
+  im.set_output(0, y);
+  return Status::Ok();
+}
+Status convert_elu(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(float alpha, im.attr_float("alpha", 1.0f));
+  return exp_linear(im, alpha, 1.0f);
+}
+Status convert_selu(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(float alpha, im.attr_float("alpha", 1.67326319217681884765625f));
+  KILN_ASSIGN_OR_RETURN(float gamma, im.attr_float("gamma", 1.05070102214813232421875f));
+  return exp_linear(im, alpha, gamma);
+}
+
+// log(1 + exp(x)) as relu(x) + log(1 + exp(-|x|)): no overflow for large x.
+Status convert_softplus(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * r, im.call(OpId::kRelu, {x}));
+  KILN_ASSIGN_OR_RETURN(Node * a, im.call(OpId::kAbs, {x}));
+  KILN_ASSIGN_OR_RETURN(a, im.call(OpId::kNeg, {a}));
+  KILN_ASSIGN_OR_RETURN(a, im.call(OpId::kExp, {a}));
+  KILN_ASSIGN_OR_RETURN(a, scalar_op(im, OpId::kAdd, a, 1.0));
+  KILN_ASSIGN_OR_RETURN(a, im.call(OpId::kLog, {a}));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kAdd, {r, a}));
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
+Status convert_softsign(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * a, im.call(OpId::kAbs, {x}));
+  KILN_ASSIGN_OR_RETURN(a, scalar_op(im, OpId::kAdd, a, 1.0));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kDiv, {x, a}));
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
+Status convert_thresholded_relu(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(float alpha, im.attr_float("alpha", 1.0f));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * keep, scalar_op(im, OpId::kGt, x, alpha));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kWhere, {keep, x, Arg(0.0)}));
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
+// x + bias below -lambd, x - bias above lambd, 0 between.
+Status convert_shrink(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(float lambd, im.attr_float("lambd", 0.5f));
+  KILN_ASSIGN_OR_RETURN(float bias, im.attr_float("bias", 0.0f));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * below, scalar_op(im, OpId::kLt, x, -static_cast<double>(lambd)));
+  KILN_ASSIGN_OR_RETURN(Node * above, scalar_op(im, OpId::kGt, x, lambd));
+  KILN_ASSIGN_OR_RETURN(Node * up, scalar_op(im, OpId::kAdd, x, bias));
+  KILN_ASSIGN_OR_RETURN(Node * down, scalar_op(im, OpId::kSub, x, bias));
+  KILN_ASSIGN_OR_RETURN(Node * hi, im.call(OpId::kWhere, {above, down, Arg(0.0)}));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kWhere, {below, up, hi}));
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
 Status convert_clip(Importer& im) {
   KILN_ASSIGN_OR_RETURN(auto lo, clip_bound(im, 1, "min"));
   KILN_ASSIGN_OR_RETURN(auto hi, clip_bound(im, 2, "max"));
@@ -198,6 +343,17 @@ Status convert_cast(Importer& im) {
 }
 
 // Identity and inference-mode Dropout forward their input; Dropout's mask is not computed.
+Status convert_cast_like(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec s, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(TensorSpec like, im.input_spec(1));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  if (s.dtype != like.dtype) {
+    KILN_ASSIGN_OR_RETURN(x, im.call(OpId::kCast, {x}, {{"dtype", like.dtype}}));
+  }
+  im.set_output(0, x);
+  return Status::Ok();
+}
+
 Status convert_identity(Importer& im) {
   Value* v = im.input_value(0);
   if (v == nullptr) return invalid_argument("input 0 is missing");
@@ -228,6 +384,34 @@ constexpr OpEntry kElementwiseOps[] = {
     {"Mul", convert_mul},
     {"Div", convert_div},
     {"Pow", convert_pow},
+    {"Max", convert_max},
+    {"Min", convert_min},
+    {"Sum", convert_sum},
+    {"Mean", convert_mean},
+    {"Mod", convert_mod},
+    {"Xor", convert_xor},
+    {"Sin", convert_sin},
+    {"Cos", convert_cos},
+    {"Tan", convert_tan},
+    {"Asin", convert_asin},
+    {"Acos", convert_acos},
+    {"Atan", convert_atan},
+    {"Sinh", convert_sinh},
+    {"Cosh", convert_cosh},
+    {"Asinh", convert_asinh},
+    {"Acosh", convert_acosh},
+    {"Atanh", convert_atanh},
+    {"Floor", convert_floor},
+    {"Ceil", convert_ceil},
+    {"Round", convert_round},
+    {"Sign", convert_sign},
+    {"Elu", convert_elu},
+    {"Selu", convert_selu},
+    {"Softplus", convert_softplus},
+    {"Softsign", convert_softsign},
+    {"ThresholdedRelu", convert_thresholded_relu},
+    {"Shrink", convert_shrink},
+    {"CastLike", convert_cast_like},
     {"Equal", convert_equal},
     {"Less", convert_less},
     {"Greater", convert_greater},

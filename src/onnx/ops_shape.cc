@@ -61,6 +61,18 @@ Status convert_shape(Importer& im) {
   return Status::Ok();
 }
 
+// Size: the element count, a number when the shape is static, else symbolic shape arithmetic.
+Status convert_size(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec spec, im.input_spec(0));
+  Dim n(1);
+  for (const Dim& d : spec.shape) n = dim_mul(n, d);
+  DimsValue v;
+  v.dims.push_back(n);
+  v.scalar = true;
+  im.set_output_dims(0, std::move(v));
+  return Status::Ok();
+}
+
 Status convert_constant_of_shape(Importer& im) {
   KILN_ASSIGN_OR_RETURN(DimsValue shape, im.require_dims(0, "input 'input'"));
   Tensor value(DType::kF32, {1});
@@ -102,6 +114,7 @@ Status convert_range(Importer& im) {
 constexpr OpEntry kShapeOps[] = {
     {"Constant", convert_constant},
     {"Shape", convert_shape},
+    {"Size", convert_size},
     {"ConstantOfShape", convert_constant_of_shape},
     {"Range", convert_range},
 };

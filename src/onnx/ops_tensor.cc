@@ -385,21 +385,36 @@ Status convert_pad(Importer& im) {
   return forward(im, y);
 }
 
-Status reduce(Importer& im, OpId op, int64_t axes_input_from) {
+// What a Reduce* node asks: the dims (None: all), keepdims, and whether it is the identity
+// (noop_with_empty_axes with no axes).
+struct ReduceArgs {
+  Arg dim;
+  bool keepdim = true;
+  bool noop = false;
+};
+
+Result<ReduceArgs> reduce_args(Importer& im, int64_t axes_input_from) {
   KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
   KILN_ASSIGN_OR_RETURN(auto axes, im.axes_attr_or_input("axes", 1, axes_input_from));
   KILN_ASSIGN_OR_RETURN(int64_t keepdims, im.attr_int("keepdims", 1));
   KILN_ASSIGN_OR_RETURN(int64_t noop, im.attr_int("noop_with_empty_axes", 0));
-  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
-  Arg dim;
+  ReduceArgs ra;
+  ra.keepdim = keepdims != 0;
   if (axes && !axes->empty()) {
     for (int64_t& a : *axes) KILN_RETURN_IF_ERROR(normalize_axis(&a, r, "axes"));
-    dim = Arg(*axes);
-  } else if (noop) {
-    return forward(im, x);
+    ra.dim = Arg(*axes);
+  } else {
+    ra.noop = noop != 0;
   }
+  return ra;
+}
+
+Status reduce(Importer& im, OpId op, int64_t axes_input_from) {
+  KILN_ASSIGN_OR_RETURN(ReduceArgs ra, reduce_args(im, axes_input_from));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  if (ra.noop) return forward(im, x);
   KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
-  KILN_ASSIGN_OR_RETURN(Node * y, im.call(op, {x}, {{"dim", dim}, {"keepdim", keepdims != 0}}));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(op, {x}, {{"dim", ra.dim}, {"keepdim", ra.keepdim}}));
   return forward_keep_dtype(im, y, xs.dtype);
 }
 Status convert_reduce_mean(Importer& im) { return reduce(im, OpId::kMean, 18); }
@@ -407,15 +422,58 @@ Status convert_reduce_sum(Importer& im) { return reduce(im, OpId::kSum, 13); }
 Status convert_reduce_max(Importer& im) { return reduce(im, OpId::kAmax, 18); }
 Status convert_reduce_min(Importer& im) { return reduce(im, OpId::kAmin, 18); }
 
-Status convert_argmax(Importer& im) {
+// The reductions ONNX defines by formula: a sum of f(x), then g of the sum.
+enum class SumOf { kAbs, kSquare, kSelf };
+Status reduce_sum_of(Importer& im, SumOf f, OpId after) {
+  KILN_ASSIGN_OR_RETURN(ReduceArgs ra, reduce_args(im, 18));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  if (ra.noop) return forward(im, x);
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  Node* t = x;
+  if (f == SumOf::kAbs) {
+    KILN_ASSIGN_OR_RETURN(t, im.call(OpId::kAbs, {x}));
+  }
+  if (f == SumOf::kSquare) {
+    KILN_ASSIGN_OR_RETURN(t, im.call(OpId::kMul, {x, x}));
+  }
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kSum, {t}, {{"dim", ra.dim}, {"keepdim", ra.keepdim}}));
+  if (after != OpId::kSum) {
+    KILN_ASSIGN_OR_RETURN(y, im.call(after, {y}));
+  }
+  return forward_keep_dtype(im, y, xs.dtype);
+}
+Status convert_reduce_l1(Importer& im) { return reduce_sum_of(im, SumOf::kAbs, OpId::kSum); }
+Status convert_reduce_l2(Importer& im) { return reduce_sum_of(im, SumOf::kSquare, OpId::kSqrt); }
+Status convert_reduce_sum_square(Importer& im) { return reduce_sum_of(im, SumOf::kSquare, OpId::kSum); }
+Status convert_reduce_log_sum(Importer& im) { return reduce_sum_of(im, SumOf::kSelf, OpId::kLog); }
+
+// log(sum(exp(x - max))) + max: no overflow for large x.
+Status convert_reduce_log_sum_exp(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(ReduceArgs ra, reduce_args(im, 18));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  if (ra.noop) return forward(im, x);
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(Node * m, im.call(OpId::kAmax, {x}, {{"dim", ra.dim}, {"keepdim", true}}));
+  KILN_ASSIGN_OR_RETURN(Node * d, im.call(OpId::kSub, {x, m}));
+  KILN_ASSIGN_OR_RETURN(d, im.call(OpId::kExp, {d}));
+  KILN_ASSIGN_OR_RETURN(Node * s, im.call(OpId::kSum, {d}, {{"dim", ra.dim}, {"keepdim", ra.keepdim}}));
+  KILN_ASSIGN_OR_RETURN(s, im.call(OpId::kLog, {s}));
+  KILN_ASSIGN_OR_RETURN(Node * mr, im.call(OpId::kAmax, {x}, {{"dim", ra.dim}, {"keepdim", ra.keepdim}}));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kAdd, {s, mr}));
+  return forward_keep_dtype(im, y, xs.dtype);
+}
+
+Status arg_extreme(Importer& im, OpId op) {
   KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
   KILN_ASSIGN_OR_RETURN(int64_t axis, im.attr_int("axis", 0));
   KILN_ASSIGN_OR_RETURN(int64_t keepdims, im.attr_int("keepdims", 1));
   KILN_ASSIGN_OR_RETURN(int64_t last, im.attr_int("select_last_index", 0));
   if (last != 0) return unsupported("select_last_index=1 is not supported");
   KILN_RETURN_IF_ERROR(normalize_axis(&axis, r, "attribute 'axis'"));
-  return unary(im, OpId::kArgmax, {{"dim", axis}, {"keepdim", keepdims != 0}});
+  return unary(im, op, {{"dim", axis}, {"keepdim", keepdims != 0}});
 }
+Status convert_argmax(Importer& im) { return arg_extreme(im, OpId::kArgmax); }
+Status convert_argmin(Importer& im) { return arg_extreme(im, OpId::kArgmin); }
 
 Status convert_cumsum(Importer& im) {
   KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
@@ -429,6 +487,36 @@ Status convert_cumsum(Importer& im) {
   KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
   KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
   KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kCumsum, {x}, {{"dim", axis}}));
+  return forward_keep_dtype(im, y, xs.dtype);
+}
+
+// Trilu: the upper (or lower) triangle from diagonal k of the last two dims, the rest zero; a
+// constant mask over those dims selects it.
+Status convert_trilu(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(int64_t upper, im.attr_int("upper", 1));
+  int64_t k = 0;
+  if (im.has_input(1)) {
+    KILN_ASSIGN_OR_RETURN(auto kv, im.require_ints(1, "input 'k'"));
+    if (kv.size() != 1) return invalid_argument("input 'k' must hold one value");
+    k = kv[0];
+  }
+  if (xs.rank() < 2) return invalid_argument("input {} has rank {}, expected at least 2", xs.to_string(), xs.rank());
+  const Dim& rows = xs.shape[xs.rank() - 2];
+  const Dim& cols = xs.shape[xs.rank() - 1];
+  if (!rows.is_static() || !cols.is_static()) {
+    return unsupported("Trilu over symbolic dims {}; fix them with a dim value option", xs.to_string());
+  }
+  std::vector<int64_t> mshape = {rows.value(), cols.value()};
+  KILN_ASSIGN_OR_RETURN(Tensor mask, Tensor::create(DType::kBool, mshape, "the Trilu mask"));
+  uint8_t* pm = mask.mutable_data_as<uint8_t>();
+  for (int64_t i = 0; i < mshape[0]; ++i) {
+    for (int64_t j = 0; j < mshape[1]; ++j) pm[i * mshape[1] + j] = upper ? (j - i >= k) : (j - i <= k);
+  }
+  Node* m = im.constant_node(std::move(mask), im.node().output(0) + "_mask");
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  Arg zero = is_floating(xs.dtype) ? Arg(0.0) : Arg(int64_t{0});
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kWhere, {m, x, zero}));
   return forward_keep_dtype(im, y, xs.dtype);
 }
 
@@ -448,7 +536,14 @@ constexpr OpEntry kTensorOps[] = {
     {"ReduceSum", convert_reduce_sum},
     {"ReduceMax", convert_reduce_max},
     {"ReduceMin", convert_reduce_min},
+    {"ReduceL1", convert_reduce_l1},
+    {"ReduceL2", convert_reduce_l2},
+    {"ReduceSumSquare", convert_reduce_sum_square},
+    {"ReduceLogSum", convert_reduce_log_sum},
+    {"ReduceLogSumExp", convert_reduce_log_sum_exp},
     {"ArgMax", convert_argmax},
+    {"ArgMin", convert_argmin},
+    {"Trilu", convert_trilu},
     {"CumSum", convert_cumsum},
 };
 

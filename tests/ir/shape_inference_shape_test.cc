@@ -31,6 +31,8 @@ std::vector<ShapeCase> shape_cases() {
       ok("argmax all keepdim", O::kArgmax, {f32({2, 3})}, {In{0}}, {{"keepdim", true}},
          {i64({1, 1})}),
       err("argmax dim", O::kArgmax, {f32({2, 3})}, {In{0}}, {{"dim", -3}}, "argument 'dim': got -3"),
+      ok("argmin", O::kArgmin, {i32({2, 3})}, {In{0}}, {{"dim", 0}, {"keepdim", true}}, {i64({1, 3})}),
+      err("argmin dim", O::kArgmin, {f32({2, 3})}, {In{0}}, {{"dim", 2}}, "argument 'dim': got 2"),
       ok("cumsum int", O::kCumsum, {i32({3})}, {In{0}}, {{"dim", 0}}, {i64({3})}),
       ok("cumsum float", O::kCumsum, {f16({B, 3})}, {In{0}}, {{"dim", 1}}, {f16({B, 3})}),
       err("cumsum dim", O::kCumsum, {f32({3})}, {In{0}}, {{"dim", 1}}, "argument 'dim': got 1"),

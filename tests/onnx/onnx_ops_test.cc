@@ -373,6 +373,67 @@ std::vector<OpCase> cases() {
                  b.node("Relu", {"c"}, {"y"});
                },
                {"relu"}, "f32[2]"});
+  // Issue 14: ops defined by formula, variadic ops and ONNX's result types.
+  c.push_back({"MaxMinSumMeanFoldLeft", 13, [](B& b) {
+                 b.input("x", {2, 3}).input("a", {3}).input("b", {1});
+                 b.node("Max", {"x", "a", "b"}, {"m"});
+                 b.node("Min", {"m", "x"}, {"n"});
+                 b.node("Sum", {"n"}, {"s"});
+                 b.node("Mean", {"s", "x"}, {"y"});
+               },
+               {"maximum", "maximum", "minimum", "add", "div"}, "f32[2, 3]"});
+  c.push_back({"ModPicksRemainderOrFmod", 13, [](B& b) {
+                 b.input("x", {4}, onnx::TensorProto::INT32).input("d", {4}, onnx::TensorProto::INT32);
+                 b.node("Mod", {"x", "d"}, {"r"});
+                 auto& n = b.node("Mod", {"r", "d"}, {"y"});
+                 B::attr_int(n, "fmod", 1);
+               },
+               {"remainder", "fmod"}, "i32[4]"});
+  c.push_back({"IntegerDivTruncatesAndKeepsTheType", 13, [](B& b) {
+                 b.input("x", {4}, onnx::TensorProto::UINT8).input("d", {4}, onnx::TensorProto::UINT8);
+                 b.node("Div", {"x", "d"}, {"y"});
+               },
+               {"div"}, "u8[4]", [](const ExportedProgram& p) {
+                 EXPECT_EQ(op(p, OpId::kDiv)->kwarg("rounding_mode").to_str(), "trunc");
+               }});
+  c.push_back({"PowHasTheBasesType", 15, [](B& b) {
+                 b.input("x", {3}, onnx::TensorProto::INT64).input("e", {3});
+                 b.node("Pow", {"x", "e"}, {"y"});
+               },
+               {"cast", "cast", "pow", "cast"}, "i64[3]"});
+  c.push_back({"TriluMasksTheLastTwoDims", 14, [](B& b) {
+                 b.input("x", {2, 3, 4});
+                 b.init_ints("k", {1}, true);
+                 auto& n = b.node("Trilu", {"x", "k"}, {"y"});
+                 B::attr_int(n, "upper", 0);
+               },
+               {"where"}, "f32[2, 3, 4]"});
+  c.push_back({"ReduceLogSumExpSubtractsTheMax", 18, [](B& b) {
+                 b.input("x", {2, 3});
+                 b.init_ints("axes", {1});
+                 auto& n = b.node("ReduceLogSumExp", {"x", "axes"}, {"y"});
+                 B::attr_int(n, "keepdims", 0);
+               },
+               {"amax", "sub", "exp", "sum", "log", "amax", "add"}, "f32[2]"});
+  c.push_back({"ReduceL2", 18, [](B& b) {
+                 b.input("x", {2, 3});
+                 b.node("ReduceL2", {"x"}, {"y"});
+               },
+               {"mul", "sum", "sqrt"}, "f32[1, 1]"});
+  c.push_back({"SizeIsAConstant", 13, [](B& b) {
+                 b.input("x", {2, 3});
+                 b.node("Size", {"x"}, {"n"});
+                 b.node("Add", {"x", "n"}, {"y"});  // n is i64: the add promotes nothing away
+               },
+               {"add"}, "f32[2, 3]", [](const ExportedProgram& p) {
+                 EXPECT_EQ(op(p, OpId::kAdd)->arg(1).to_int(), 6);
+               }});
+  c.push_back({"EluSeluSoftplusByFormula", 13, [](B& b) {
+                 b.input("x", {4});
+                 b.node("Elu", {"x"}, {"e"});
+                 b.node("Softplus", {"e"}, {"y"});
+               },
+               {"gt", "exp", "sub", "mul", "where", "relu", "abs", "neg", "exp", "add", "log", "add"}, "f32[4]"});
   return c;
 }
 

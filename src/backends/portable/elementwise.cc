@@ -228,6 +228,76 @@ Status div(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outp
   return Status::Ok();
 }
 
+// maximum / minimum propagate NaN (torch.maximum, ONNX Max).
+Status maximum(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  return arith(ctx, args, outputs, "maximum", "other", [](auto t) {
+    using T = decltype(t);
+    return [](T x, T y) -> T {
+      if constexpr (std::is_floating_point_v<T>) {
+        if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<T>::quiet_NaN();
+      }
+      return x < y ? y : x;
+    };
+  });
+}
+
+Status minimum(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  return arith(ctx, args, outputs, "minimum", "other", [](auto t) {
+    using T = decltype(t);
+    return [](T x, T y) -> T {
+      if constexpr (std::is_floating_point_v<T>) {
+        if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<T>::quiet_NaN();
+      }
+      return y < x ? y : x;
+    };
+  });
+}
+
+namespace {
+
+// remainder (the sign of the divisor, Python's %) and fmod (the sign of the dividend, C's fmod);
+// integer division by zero is an error.
+Status modulo(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs, const char* op,
+              bool sign_of_divisor) {
+  KILN_ASSIGN_OR_RETURN(Prepared p, prepare_binary(ctx, args, op, "other"));
+  Tensor out = ctx.allocate(p.common, p.shape);
+  std::atomic<bool> by_zero{false};
+  bool ok = dispatch_arith(p.common, [&](auto t) {
+    using T = decltype(t);
+    binary_loop<T, T, T>(ctx, p.a, p.b, out, [&by_zero, sign_of_divisor](T x, T y) -> T {
+      T r;
+      if constexpr (std::is_floating_point_v<T>) {
+        r = std::fmod(x, y);
+      } else {
+        if (y == 0) {
+          by_zero.store(true, std::memory_order_relaxed);
+          return 0;
+        }
+        if (std::is_signed_v<T> && y == static_cast<T>(-1)) return 0;
+        r = static_cast<T>(x % y);
+      }
+      if constexpr (std::is_signed_v<T> || std::is_floating_point_v<T>) {
+        if (sign_of_divisor && r != 0 && ((r < 0) != (y < 0))) r = static_cast<T>(r + y);
+      }
+      return r;
+    });
+  });
+  if (!ok) return bad_dtype(op, p.common);
+  if (by_zero) return invalid_argument("{}: integer division by zero", op);
+  outputs->push_back(std::move(out));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status remainder(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  return modulo(ctx, args, outputs, "remainder", true);
+}
+
+Status fmod(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  return modulo(ctx, args, outputs, "fmod", false);
+}
+
 Status pow(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
   return arith(ctx, args, outputs, "pow", "exponent", [](auto t) {
     using T = decltype(t);
@@ -338,6 +408,54 @@ Status rsqrt(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* ou
 Status erf(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
   return unary_float(ctx, args, outputs, "erf", [](float x) { return std::erf(x); });
 }
+#define KILN_MATH(name)                                                                  \
+  Status name(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) { \
+    return unary_float(ctx, args, outputs, #name, [](float x) { return std::name(x); });  \
+  }
+KILN_MATH(sin)
+KILN_MATH(cos)
+KILN_MATH(tan)
+KILN_MATH(asin)
+KILN_MATH(acos)
+KILN_MATH(atan)
+KILN_MATH(sinh)
+KILN_MATH(cosh)
+KILN_MATH(asinh)
+KILN_MATH(acosh)
+KILN_MATH(atanh)
+#undef KILN_MATH
+
+// Rounding is the identity on integers; round is half to even (ONNX Round, torch.round).
+#define KILN_ROUNDING(name, expr)                                                         \
+  Status name(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) { \
+    return unary_numeric(ctx, args, outputs, #name, [](auto t) {                          \
+      using T = decltype(t);                                                              \
+      return [](T x) -> T {                                                               \
+        if constexpr (std::is_floating_point_v<T>) {                                      \
+          return expr;                                                                    \
+        } else {                                                                          \
+          return x;                                                                       \
+        }                                                                                 \
+      };                                                                                  \
+    });                                                                                   \
+  }
+KILN_ROUNDING(floor, std::floor(x))
+KILN_ROUNDING(ceil, std::ceil(x))
+KILN_ROUNDING(round, std::nearbyint(x))
+#undef KILN_ROUNDING
+
+Status sign(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  return unary_numeric(ctx, args, outputs, "sign", [](auto t) {
+    using T = decltype(t);
+    return [](T x) -> T {
+      if constexpr (std::is_floating_point_v<T>) {
+        if (std::isnan(x)) return x;
+      }
+      return static_cast<T>((T(0) < x) - (x < T(0)));
+    };
+  });
+}
+
 Status sigmoid(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
   return unary_float(ctx, args, outputs, "sigmoid", act::sigmoid);
 }

@@ -438,13 +438,16 @@ const char* better_blas_core() {
 
 namespace {
 
-bool is_reduced_float(DType d) { return d == DType::kF16 || d == DType::kBF16 || d == DType::kF64; }
+// f16 and bf16 always; f64 too unless the kernel computes doubles itself (kF64 kernels).
+bool is_reduced_float(DType d, bool keep_f64) {
+  return d == DType::kF16 || d == DType::kBF16 || (d == DType::kF64 && !keep_f64);
+}
 
-template <KernelFn F>
+template <KernelFn F, bool KeepF64>
 Status via_f32(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
   std::optional<DType> reduced;
   auto check = [&](const Tensor* t) {
-    if (t != nullptr && is_reduced_float(t->dtype()) && !reduced) reduced = t->dtype();
+    if (t != nullptr && is_reduced_float(t->dtype(), KeepF64) && !reduced) reduced = t->dtype();
   };
   for (const auto& in : args.inputs) {
     check(in.tensor);
@@ -455,7 +458,7 @@ Status via_f32(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* 
   std::deque<Tensor> temps;  // stable addresses: conv.inputs point into it
   for (auto& in : conv.inputs) {
     auto fix = [&](const Tensor*& t) {
-      if (t == nullptr || !is_reduced_float(t->dtype())) return;
+      if (t == nullptr || !is_reduced_float(t->dtype(), KeepF64)) return;
       temps.push_back(convert(ctx, *t, DType::kF32));
       t = &temps.back();
     };
@@ -472,11 +475,14 @@ Status via_f32(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* 
 }
 
 constexpr KernelEntry kTable[] = {
-#define KILN_ENTRY(name, mode) {#name, mode == kF32 ? &via_f32<&k::name> : &k::name},
+#define KILN_ENTRY(name, mode) \
+  {#name, mode == kAny ? &k::name : mode == kF64 ? &via_f32<&k::name, true> : &via_f32<&k::name, false>},
 #define kF32 1
+#define kF64 2
 #define kAny 0
     KILN_PORTABLE_KERNELS(KILN_ENTRY)
 #undef kF32
+#undef kF64
 #undef kAny
 #undef KILN_ENTRY
 };

@@ -314,8 +314,13 @@ Status amin(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* out
   return reduce(ctx, args, outputs, Reduce::kMin, "amin");
 }
 
-Status argmax(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
-  KILN_RETURN_IF_ERROR(need_tensor(args, 0, "argmax", "self"));
+namespace {
+
+// argmax / argmin: the first index of the extreme value; a NaN is the extreme (torch, ONNX Runtime).
+template <bool Max>
+Status arg_extreme(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  const char* op = Max ? "argmax" : "argmin";
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "self"));
   Tensor x = args.tensor(0);
   if (x.dtype() == DType::kBool) x = convert(ctx, x, DType::kU8);
   auto dim_opt = args.attr_opt_int("dim");
@@ -325,11 +330,11 @@ Status argmax(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* o
   if (!dim_opt) {
     in_shape = {x.numel()};
   } else {
-    KILN_ASSIGN_OR_RETURN(dim, norm_dim(*dim_opt, static_cast<int64_t>(x.rank()), "argmax"));
+    KILN_ASSIGN_OR_RETURN(dim, norm_dim(*dim_opt, static_cast<int64_t>(x.rank()), op));
     if (x.rank() == 0) in_shape = {1};
   }
   int64_t n = in_shape[static_cast<size_t>(dim)];
-  if (n == 0) return invalid_argument("argmax: cannot reduce an empty dim");
+  if (n == 0) return invalid_argument("{}: cannot reduce an empty dim", op);
   int64_t inner = prod(in_shape, static_cast<size_t>(dim) + 1, in_shape.size());
   int64_t outer = prod(in_shape, 0, static_cast<size_t>(dim));
   std::vector<int64_t> shape;
@@ -361,7 +366,7 @@ Status argmax(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* o
             if (std::isnan(m)) break;
             if (std::isnan(v)) { best = i; m = v; break; }
           }
-          if (v > m) {
+          if (Max ? v > m : v < m) {
             m = v;
             best = i;
           }
@@ -370,9 +375,19 @@ Status argmax(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* o
       }
     }
   });
-  if (!ok) return unsupported("argmax: dtype {} is not supported", dtype_name(x.dtype()));
+  if (!ok) return unsupported("{}: dtype {} is not supported", op, dtype_name(x.dtype()));
   outputs->push_back(std::move(out));
   return Status::Ok();
+}
+
+}  // namespace
+
+Status argmax(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  return arg_extreme<true>(ctx, args, outputs);
+}
+
+Status argmin(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  return arg_extreme<false>(ctx, args, outputs);
 }
 
 Status cumsum(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {

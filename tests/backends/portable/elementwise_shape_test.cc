@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "kernel_test_util.h"
 #include "kiln/ir/op_registry.h"
@@ -117,6 +118,75 @@ TEST(PortableReduce, SumMeanMaxArgmaxCumsum) {
   EXPECT_EQ(values(si), (std::vector<double>{21}));
   EXPECT_EQ(values(Call("cumsum").in(xi).attr("dim", int64_t{1}).run()), (std::vector<double>{1, 3, 6, 4, 9, 15}));
   EXPECT_EQ(values(Call("cumsum").in(x).attr("dim", int64_t{0}).run()), (std::vector<double>{1, 5, 3, 5, 7, 9}));
+}
+
+TEST(PortableElementwise, MaximumMinimumPropagateNaNAndBroadcast) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor a = make(DType::kF32, {2, 2}, {1, 5, nan, -2});
+  Tensor b = make(DType::kF32, {2}, {3, 4});
+  std::vector<double> mx = values(Call("maximum").in(a).in(b).run());
+  EXPECT_EQ(mx[0], 3);
+  EXPECT_EQ(mx[1], 5);
+  EXPECT_TRUE(std::isnan(mx[2]));
+  EXPECT_EQ(mx[3], 4);
+  std::vector<double> mn = values(Call("minimum").in(a).in(b).run());
+  EXPECT_EQ(mn[0], 1);
+  EXPECT_TRUE(std::isnan(mn[2]));
+  Tensor i = make(DType::kI64, {3}, {-7, 0, 9});
+  Tensor mi = Call("maximum").in(i).number(1, true).run();
+  EXPECT_EQ(mi.dtype(), DType::kI64);
+  EXPECT_EQ(values(mi), (std::vector<double>{1, 1, 9}));
+}
+
+TEST(PortableElementwise, RemainderHasTheDivisorsSignFmodTheDividends) {
+  Tensor x = make(DType::kI32, {4}, {7, -7, 7, -7});
+  Tensor y = make(DType::kI32, {4}, {3, 3, -3, -3});
+  EXPECT_EQ(values(Call("remainder").in(x).in(y).run()), (std::vector<double>{1, 2, -2, -1}));
+  EXPECT_EQ(values(Call("fmod").in(x).in(y).run()), (std::vector<double>{1, -1, 1, -1}));
+  Tensor xf = make(DType::kF64, {2}, {-5.5, 5.5});
+  Tensor r = Call("remainder").in(xf).number(2).run();
+  EXPECT_EQ(r.dtype(), DType::kF64);
+  EXPECT_EQ(values(r), (std::vector<double>{0.5, 1.5}));
+  EXPECT_EQ(values(Call("fmod").in(xf).number(2).run()), (std::vector<double>{-1.5, 1.5}));
+  auto by_zero = Call("remainder").in(x).in(make(DType::kI32, {1}, {0})).try_run();
+  ASSERT_FALSE(by_zero.ok());
+  EXPECT_EQ(by_zero.status().message(), "remainder: integer division by zero");
+}
+
+TEST(PortableElementwise, DoublesAreComputedAsDoubles) {
+  // 1e200 overflows f32: an f64 add computed in f32 would give inf.
+  Tensor a = make(DType::kF64, {2}, {1e200, 1.0 + 1e-12});
+  Tensor s = Call("add").in(a).in(make(DType::kF64, {2}, {1e200, 0})).run();
+  EXPECT_EQ(s.dtype(), DType::kF64);
+  EXPECT_EQ(values(s), (std::vector<double>{2e200, 1.0 + 1e-12}));
+  EXPECT_EQ(values(Call("mul").in(a).number(2).run())[1], 2.0 + 2e-12);
+}
+
+TEST(PortableElementwise, TrigRoundingAndSign) {
+  Tensor x = make(DType::kF32, {4}, {-1.5, -0.5, 0.5, 2.5});
+  EXPECT_EQ(values(Call("round").in(x).run()), (std::vector<double>{-2, -0, 0, 2}));  // half to even
+  EXPECT_EQ(values(Call("floor").in(x).run()), (std::vector<double>{-2, -1, 0, 2}));
+  EXPECT_EQ(values(Call("ceil").in(x).run()), (std::vector<double>{-1, -0, 1, 3}));
+  EXPECT_EQ(values(Call("sign").in(x).run()), (std::vector<double>{-1, -1, 1, 1}));
+  Tensor i = make(DType::kI32, {3}, {-4, 0, 4});
+  EXPECT_EQ(values(Call("sign").in(i).run()), (std::vector<double>{-1, 0, 1}));
+  EXPECT_EQ(Call("floor").in(i).run().dtype(), DType::kI32);
+  Tensor t = make(DType::kF32, {2}, {0.5, -0.25});
+  std::vector<double> got = values(Call("atanh").in(t).run());
+  EXPECT_NEAR(got[0], std::atanh(0.5), 1e-6);
+  EXPECT_NEAR(got[1], std::atanh(-0.25), 1e-6);
+  EXPECT_NEAR(values(Call("cos").in(t).run())[0], std::cos(0.5), 1e-6);
+}
+
+TEST(PortableReduce, ArgminTakesTheFirstSmallest) {
+  Tensor x = make(DType::kF32, {2, 3}, {3, 1, 1, 0, 5, 0});
+  Tensor am = Call("argmin").in(x).attr("dim", int64_t{1}).run();
+  EXPECT_EQ(am.dtype(), DType::kI64);
+  EXPECT_EQ(values(am), (std::vector<double>{1, 0}));
+  EXPECT_EQ(values(Call("argmin").in(x).run()), (std::vector<double>{3}));
+  Tensor k = Call("argmin").in(x).attr("dim", int64_t{0}).attr("keepdim", true).run();
+  EXPECT_EQ(k.shape(), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(values(k), (std::vector<double>{1, 0, 1}));
 }
 
 TEST(PortableShape, ViewsShareStorage) {
