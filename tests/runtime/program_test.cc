@@ -112,13 +112,18 @@ void expect_bits(const std::vector<Tensor>& got, const std::vector<Tensor>& want
   }
 }
 
+// The MLP as a program file, on the portable kernels or with linear and relu delegated to demo.
+std::shared_ptr<const runtime::Program> mlp_program(ExportedProgram& p, bool delegated) {
+  build_mlp(p);
+  if (delegated) delegate_all(p, "linear,relu");
+  return load(serialize({{"forward", &p}}));
+}
+
 TEST(ProgramFile, RunsBitForBitLikeTheInterpreter) {
   for (bool delegated : {false, true}) {
     SCOPED_TRACE(delegated ? "demo delegate for linear,relu" : "portable only");
     ExportedProgram p;
-    build_mlp(p);
-    if (delegated) delegate_all(p, "linear,relu");
-    auto program = load(serialize({{"forward", &p}}));
+    auto program = mlp_program(p, delegated);
     ASSERT_NE(program, nullptr);
     auto method = program->load_method("forward", demo_runtime());
     ASSERT_TRUE(method.ok()) << method.status().message();
@@ -142,9 +147,7 @@ TEST(ProgramFile, ProfileTimesEveryInstruction) {
   for (bool delegated : {false, true}) {
     SCOPED_TRACE(delegated ? "demo delegate for linear,relu" : "portable only");
     ExportedProgram p;
-    build_mlp(p);
-    if (delegated) delegate_all(p, "linear,relu");
-    auto program = load(serialize({{"forward", &p}}));
+    auto program = mlp_program(p, delegated);
     ASSERT_NE(program, nullptr);
     auto plain = program->load_method("forward", demo_runtime());
     ASSERT_TRUE(plain.ok()) << plain.status().message();

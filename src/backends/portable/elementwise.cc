@@ -228,29 +228,30 @@ Status div(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outp
   return Status::Ok();
 }
 
+namespace {
+
 // maximum / minimum propagate NaN (torch.maximum, ONNX Max).
-Status maximum(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
-  return arith(ctx, args, outputs, "maximum", "other", [](auto t) {
+template <bool Max>
+Status extreme(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  return arith(ctx, args, outputs, Max ? "maximum" : "minimum", "other", [](auto t) {
     using T = decltype(t);
     return [](T x, T y) -> T {
       if constexpr (std::is_floating_point_v<T>) {
         if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<T>::quiet_NaN();
       }
-      return x < y ? y : x;
+      return (Max ? x < y : y < x) ? y : x;
     };
   });
 }
 
+}  // namespace
+
+Status maximum(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  return extreme<true>(ctx, args, outputs);
+}
+
 Status minimum(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
-  return arith(ctx, args, outputs, "minimum", "other", [](auto t) {
-    using T = decltype(t);
-    return [](T x, T y) -> T {
-      if constexpr (std::is_floating_point_v<T>) {
-        if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<T>::quiet_NaN();
-      }
-      return y < x ? y : x;
-    };
-  });
+  return extreme<false>(ctx, args, outputs);
 }
 
 namespace {
