@@ -523,8 +523,78 @@ Status convert_space_to_depth(Importer& im) {
   return Status::Ok();
 }
 
+// NegativeLogLikelihoodLoss of `x` ([N, C, d...] log-probabilities) against integer class
+// indices (input 1, [N, d...]) with optional class weights (input 2, [C]), from gathers:
+// loss = -x[n, t, d...] * w[t], 0 where t == ignore_index; reduced by sum, or by the sum of the
+// weights that count (mean), or not (none). SoftmaxCrossEntropyLoss shares it.
+Result<Node*> nll_loss(Importer& im, Node* x) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(TensorSpec ts, im.input_spec(1));
+  KILN_ASSIGN_OR_RETURN(std::string reduction, im.attr_str("reduction", "mean"));
+  if (reduction != "mean" && reduction != "sum" && reduction != "none") {
+    return invalid_argument("attribute 'reduction': unknown value '{}'", reduction);
+  }
+  if (xs.rank() < 2 || ts.rank() != xs.rank() - 1 || !is_integral(ts.dtype)) {
+    return invalid_argument("expected scores [N, C, d...] and integer labels [N, d...], got {} and {}",
+                            xs.to_string(), ts.to_string());
+  }
+  KILN_ASSIGN_OR_RETURN(Node * t, im.input(1));
+  Node* valid = nullptr;
+  if (im.has_attr("ignore_index")) {
+    KILN_ASSIGN_OR_RETURN(int64_t ignore, im.attr_int("ignore_index", 0));
+    KILN_ASSIGN_OR_RETURN(valid, im.call(OpId::kNe, {t, Arg(ignore)}));
+    KILN_ASSIGN_OR_RETURN(t, im.call(OpId::kWhere, {valid, t, Arg(int64_t{0})}));
+  }
+  KILN_ASSIGN_OR_RETURN(Node * index, im.call(OpId::kUnsqueeze, {t}, {{"dim", int64_t{1}}}));
+  KILN_ASSIGN_OR_RETURN(Node * picked, im.call(OpId::kGather, {x, index}, {{"dim", int64_t{1}}}));
+  KILN_ASSIGN_OR_RETURN(picked, im.call(OpId::kSqueeze, {picked}, {{"dim", std::vector<int64_t>{1}}}));
+  KILN_ASSIGN_OR_RETURN(Node * loss, im.call(OpId::kNeg, {picked}));
+  Node* w = nullptr;  // each element's weight, when there are weights
+  if (im.has_input(2)) {
+    KILN_ASSIGN_OR_RETURN(Node * weight, im.input(2));
+    KILN_ASSIGN_OR_RETURN(Node * column, im.call(OpId::kUnsqueeze, {weight}, {{"dim", int64_t{1}}}));
+    KILN_ASSIGN_OR_RETURN(w, im.call(OpId::kEmbedding, {column, t}));
+    KILN_ASSIGN_OR_RETURN(w, im.call(OpId::kSqueeze, {w}, {{"dim", std::vector<int64_t>{-1}}}));
+    KILN_ASSIGN_OR_RETURN(loss, im.call(OpId::kMul, {loss, w}));
+  }
+  if (valid != nullptr) {
+    KILN_ASSIGN_OR_RETURN(loss, im.call(OpId::kWhere, {valid, loss, Arg(0.0)}));
+    if (w != nullptr) {
+      KILN_ASSIGN_OR_RETURN(w, im.call(OpId::kWhere, {valid, w, Arg(0.0)}));
+    } else {
+      KILN_ASSIGN_OR_RETURN(w, im.call(OpId::kCast, {valid}, {{"dtype", xs.dtype}}));
+    }
+  }
+  if (reduction == "none") return loss;
+  KILN_ASSIGN_OR_RETURN(Node * total, im.call(OpId::kSum, {loss}));
+  if (reduction == "sum") return total;
+  if (w == nullptr) return im.call(OpId::kMean, {loss});
+  KILN_ASSIGN_OR_RETURN(Node * count, im.call(OpId::kSum, {w}));
+  return im.call(OpId::kDiv, {total, count});
+}
+
+Status convert_nll_loss(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * loss, nll_loss(im, x));
+  im.set_output(0, loss);
+  return Status::Ok();
+}
+
+// SoftmaxCrossEntropyLoss: the NLL loss of log_softmax over the class dim; output 1, when asked
+// for, is that log_softmax.
+Status convert_softmax_cross_entropy_loss(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * log_prob, im.call(OpId::kLogSoftmax, {x}, {{"dim", int64_t{1}}}));
+  KILN_ASSIGN_OR_RETURN(Node * loss, nll_loss(im, log_prob));
+  im.set_output(0, loss);
+  im.set_output(1, log_prob);
+  return Status::Ok();
+}
+
 constexpr OpEntry kNnOps[] = {
     {"Conv", convert_conv},
+    {"NegativeLogLikelihoodLoss", convert_nll_loss},
+    {"SoftmaxCrossEntropyLoss", convert_softmax_cross_entropy_loss},
     {"ConvTranspose", convert_conv_transpose},
     {"Gemm", convert_gemm},
     {"MatMul", convert_matmul},

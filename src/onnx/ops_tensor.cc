@@ -305,6 +305,17 @@ Status convert_gather(Importer& im) {
   return forward(im, y);
 }
 
+// GatherElements is torch.gather (negative indices count from the end in both).
+Status convert_gather_elements(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, im.attr_int("axis", 0));
+  KILN_RETURN_IF_ERROR(normalize_axis(&axis, r, "attribute 'axis'"));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * index, im.input(1));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kGather, {x, index}, {{"dim", axis}}));
+  return forward(im, y);
+}
+
 Status convert_expand(Importer& im) {
   KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
   KILN_ASSIGN_OR_RETURN(DimsValue target, im.require_dims(1, "input 'shape'"));
@@ -530,6 +541,7 @@ constexpr OpEntry kTensorOps[] = {
     {"Split", convert_split},
     {"Slice", convert_slice},
     {"Gather", convert_gather},
+    {"GatherElements", convert_gather_elements},
     {"Expand", convert_expand},
     {"Pad", convert_pad},
     {"ReduceMean", convert_reduce_mean},

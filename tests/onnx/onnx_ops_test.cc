@@ -434,6 +434,26 @@ std::vector<OpCase> cases() {
                  b.node("Softplus", {"e"}, {"y"});
                },
                {"gt", "exp", "sub", "mul", "where", "relu", "abs", "neg", "exp", "add", "log", "add"}, "f32[4]"});
+  c.push_back({"GatherElementsIsGather", 13, [](B& b) {
+                 b.input("x", {3, 4}).input("i", {2, 4}, onnx::TensorProto::INT64);
+                 auto& n = b.node("GatherElements", {"x", "i"}, {"y"});
+                 B::attr_int(n, "axis", 0);
+               },
+               {"gather"}, "f32[2, 4]"});
+  c.push_back({"NllLossMeanOverCountedWeights", 13, [](B& b) {
+                 b.input("x", {2, 5, 3}).input("t", {2, 3}, onnx::TensorProto::INT64).input("w", {5});
+                 auto& n = b.node("NegativeLogLikelihoodLoss", {"x", "t", "w"}, {"y"});
+                 B::attr_int(n, "ignore_index", 1);
+               },
+               {"ne", "where", "unsqueeze", "gather", "squeeze", "neg", "unsqueeze", "embedding", "squeeze", "mul",
+                "where", "where", "sum", "sum", "div"},
+               "f32[]"});
+  c.push_back({"SoftmaxCrossEntropyLossWithLogProb", 13, [](B& b) {
+                 b.input("x", {4, 3}).input("t", {4}, onnx::TensorProto::INT64);
+                 auto& n = b.node("SoftmaxCrossEntropyLoss", {"x", "t"}, {"y", "lp"});
+                 B::attr_str(n, "reduction", "none");  // "lp" is the log_softmax (a graph output in the suite)
+               },
+               {"log_softmax", "unsqueeze", "gather", "squeeze", "neg"}, "f32[4]"});
   return c;
 }
 
