@@ -279,8 +279,28 @@ Status convert_batch_norm(Importer& im) {
   return Status::Ok();
 }
 
+// LayerNormalization's Mean and InvStdDev outputs (kept dims), computed in f32 (stash_type 1,
+// the default) or in the input's type (stash_type 0).
+Status layer_norm_stats(Importer& im, Node* x, const TensorSpec& xs, int64_t axis, float eps) {
+  KILN_ASSIGN_OR_RETURN(int64_t stash, im.attr_int("stash_type", 1));
+  if (stash == 1 && xs.dtype != DType::kF32) {
+    KILN_ASSIGN_OR_RETURN(x, im.call(OpId::kCast, {x}, {{"dtype", DType::kF32}}));
+  }
+  std::vector<int64_t> dims;
+  for (int64_t d = axis; d < static_cast<int64_t>(xs.rank()); ++d) dims.push_back(d);
+  Kwargs reduce = {{"dim", dims}, {"keepdim", true}};
+  KILN_ASSIGN_OR_RETURN(Node * mean, im.call(OpId::kMean, {x}, reduce));
+  KILN_ASSIGN_OR_RETURN(Node * d, im.call(OpId::kSub, {x, mean}));
+  KILN_ASSIGN_OR_RETURN(d, im.call(OpId::kMul, {d, d}));
+  KILN_ASSIGN_OR_RETURN(Node * var, im.call(OpId::kMean, {d}, reduce));
+  KILN_ASSIGN_OR_RETURN(var, im.call(OpId::kAdd, {var, Arg(static_cast<double>(eps))}));
+  KILN_ASSIGN_OR_RETURN(Node * inv, im.call(OpId::kRsqrt, {var}));
+  im.set_output(1, mean);
+  im.set_output(2, inv);
+  return Status::Ok();
+}
+
 Status convert_layer_norm(Importer& im) {
-  KILN_RETURN_IF_ERROR(no_extra_outputs(im, "Mean/InvStdDev"));
   KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
   KILN_ASSIGN_OR_RETURN(int64_t axis, im.attr_int("axis", -1));
   KILN_ASSIGN_OR_RETURN(float eps, im.attr_float("epsilon", 1e-5f));
@@ -299,6 +319,7 @@ Status convert_layer_norm(Importer& im) {
                                           {{"normalized_shape", normalized},
                                            {"eps", static_cast<double>(eps)}}));
   im.set_output(0, y);
+  if (im.output_used(1) || im.output_used(2)) return layer_norm_stats(im, x, xs, axis, eps);
   return Status::Ok();
 }
 

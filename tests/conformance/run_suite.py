@@ -266,17 +266,20 @@ def main():
               f"{sum(1 for i in kiln if kiln[i][0] and not ort[i][0])} pass with kiln and not with ORT")
 
     passed = sorted(i for i, (ok, _) in kiln.items() if ok)
-    if args.write_expected:
-        with open(expected_file, "w") as f:
-            f.write("# Tests of tests/conformance/run_suite.py that kiln passes: a test listed here that\n"
-                    "# fails is a regression. Rewrite with run_suite.py --write-expected.\n")
-            f.write("".join(i + "\n" for i in passed))
-        print(f"\nwrote {len(passed)} tests to {expected_file}")
-        return 0
     expected = []
     if os.path.exists(expected_file):
         with open(expected_file) as f:
             expected = [l.strip() for l in f if l.strip() and not l.startswith("#")]
+    if args.write_expected:
+        # Tests this run left out (--only) keep their entries.
+        run_all = {t.id for t in tests}
+        kept = sorted(set(i for i in expected if i not in run_all) | set(passed))
+        with open(expected_file, "w") as f:
+            f.write("# Tests of tests/conformance/run_suite.py that kiln passes: a test listed here that\n"
+                    "# fails is a regression. Rewrite with run_suite.py --write-expected.\n")
+            f.write("".join(i + "\n" for i in kept))
+        print(f"\nwrote {len(kept)} tests to {expected_file}")
+        return 0
     run_ids = {t.id for t in tests}
     expected = [i for i in expected if i in run_ids]
     regressed = [i for i in expected if not kiln.get(i, (False, "no longer readable"))[0]]

@@ -454,6 +454,14 @@ std::vector<OpCase> cases() {
                  B::attr_str(n, "reduction", "none");  // "lp" is the log_softmax (a graph output in the suite)
                },
                {"log_softmax", "unsqueeze", "gather", "squeeze", "neg"}, "f32[4]"});
+  c.push_back({"LayerNormMeanAndInvStdDev", 17, [](B& b) {
+                 b.input("x", {2, 3, 4});
+                 b.init("g", {4});
+                 auto& n = b.node("LayerNormalization", {"x", "g"}, {"n", "m", "s"});
+                 B::attr_int(n, "axis", -1);
+                 b.node("Mul", {"m", "s"}, {"y"});
+               },
+               {"layer_norm", "mean", "sub", "mul", "mean", "add", "rsqrt", "mul"}, "f32[2, 3, 1]"});
   return c;
 }
 
