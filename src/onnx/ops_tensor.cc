@@ -479,9 +479,10 @@ Status arg_extreme(Importer& im, OpId op) {
   KILN_ASSIGN_OR_RETURN(int64_t axis, im.attr_int("axis", 0));
   KILN_ASSIGN_OR_RETURN(int64_t keepdims, im.attr_int("keepdims", 1));
   KILN_ASSIGN_OR_RETURN(int64_t last, im.attr_int("select_last_index", 0));
-  if (last != 0) return unsupported("select_last_index=1 is not supported");
   KILN_RETURN_IF_ERROR(normalize_axis(&axis, r, "attribute 'axis'"));
-  return unary(im, op, {{"dim", axis}, {"keepdim", keepdims != 0}});
+  Kwargs kw = {{"dim", axis}, {"keepdim", keepdims != 0}};
+  if (last != 0) kw.emplace_back("select_last", true);
+  return unary(im, op, kw);
 }
 Status convert_argmax(Importer& im) { return arg_extreme(im, OpId::kArgmax); }
 Status convert_argmin(Importer& im) { return arg_extreme(im, OpId::kArgmin); }

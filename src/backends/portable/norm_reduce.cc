@@ -316,7 +316,8 @@ Status amin(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* out
 
 namespace {
 
-// argmax / argmin: the first index of the extreme value; a NaN is the extreme (torch, ONNX Runtime).
+// argmax / argmin: the first index of the extreme value (the last with select_last, ONNX's
+// select_last_index); a NaN is the extreme (torch, ONNX Runtime).
 template <bool Max>
 Status arg_extreme(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
   const char* op = Max ? "argmax" : "argmin";
@@ -325,6 +326,7 @@ Status arg_extreme(KernelContext& ctx, const KernelArgs& args, std::vector<Tenso
   if (x.dtype() == DType::kBool) x = convert(ctx, x, DType::kU8);
   auto dim_opt = args.attr_opt_int("dim");
   bool keepdim = args.attr_bool("keepdim", false);
+  const bool last = args.attr_bool("select_last", false);
   std::vector<int64_t> in_shape = x.shape();
   int64_t dim = 0;
   if (!dim_opt) {
@@ -366,7 +368,7 @@ Status arg_extreme(KernelContext& ctx, const KernelArgs& args, std::vector<Tenso
             if (std::isnan(m)) break;
             if (std::isnan(v)) { best = i; m = v; break; }
           }
-          if (Max ? v > m : v < m) {
+          if (Max ? (v > m || (last && v == m)) : (v < m || (last && v == m))) {
             m = v;
             best = i;
           }

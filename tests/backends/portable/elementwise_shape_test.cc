@@ -187,6 +187,12 @@ TEST(PortableReduce, ArgminTakesTheFirstSmallest) {
   Tensor k = Call("argmin").in(x).attr("dim", int64_t{0}).attr("keepdim", true).run();
   EXPECT_EQ(k.shape(), (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(values(k), (std::vector<double>{1, 0, 1}));
+  // select_last (ONNX select_last_index): ties give the last index.
+  EXPECT_EQ(values(Call("argmin").in(x).attr("dim", int64_t{1}).attr("select_last", true).run()),
+            (std::vector<double>{2, 2}));
+  Tensor m = make(DType::kI32, {5}, {4, 9, 1, 9, 9});
+  EXPECT_EQ(values(Call("argmax").in(m).attr("select_last", true).run()), (std::vector<double>{4}));
+  EXPECT_EQ(values(Call("argmax").in(m).run()), (std::vector<double>{1}));
 }
 
 TEST(PortableShape, ViewsShareStorage) {
