@@ -342,7 +342,7 @@ Status convert_cast(Importer& im) {
   return Status::Ok();
 }
 
-// Identity and inference-mode Dropout forward their input; Dropout's mask is not computed.
+// CastLike: Cast to the second input's type.
 Status convert_cast_like(Importer& im) {
   KILN_ASSIGN_OR_RETURN(TensorSpec s, im.input_spec(0));
   KILN_ASSIGN_OR_RETURN(TensorSpec like, im.input_spec(1));
@@ -354,6 +354,7 @@ Status convert_cast_like(Importer& im) {
   return Status::Ok();
 }
 
+// Identity and inference-mode Dropout forward their input; Dropout's mask is not computed.
 Status convert_identity(Importer& im) {
   Value* v = im.input_value(0);
   if (v == nullptr) return invalid_argument("input 0 is missing");
