@@ -35,8 +35,11 @@ std::string_view trim(std::string_view s) {
 std::vector<std::string_view> split_params(std::string_view s) {
   std::vector<std::string_view> out;
   int depth = 0;
+  bool quoted = false;  // a string default may hold commas
   size_t start = 0;
   for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '"') quoted = !quoted;
+    if (quoted) continue;
     if (s[i] == '[') ++depth;
     if (s[i] == ']') --depth;
     if (s[i] == ',' && depth == 0) {

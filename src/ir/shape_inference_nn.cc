@@ -1,5 +1,7 @@
 // Shape inference: linear algebra, convolution, pooling, normalization, attention.
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "shape_inference.h"
 #include "shape_inference_util.h"
@@ -571,6 +573,116 @@ Status infer_upsample2d(const Node& node, SpecList* out) {
     }
   }
   return single(out, self.dtype, std::move(shape));
+}
+
+namespace {
+
+// Fails unless `s` has `want`'s rank and dims that may equal it.
+Status expect_shape(std::string_view arg, const TensorSpec& s, const Shape& want) {
+  bool ok = s.rank() == want.size();
+  for (size_t i = 0; ok && i < want.size(); ++i) ok = dims_compatible(s.shape[i], want[i]);
+  if (!ok) {
+    return invalid_argument("argument '{}': got {}, expected shape {}", arg, s.to_string(),
+                            shape_string(want));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status infer_recurrent(const Node& node, SpecList* out) {
+  const bool lstm = node.is_call(OpId::kLstm), gru = node.is_call(OpId::kGru);
+  const int64_t gates = lstm ? 4 : gru ? 3 : 1;
+  const size_t functions = lstm ? 3 : gru ? 2 : 1;
+  const TensorSpec& input = arg_spec(node, 0);
+  const TensorSpec& w = arg_spec(node, 1);
+  const TensorSpec& r = arg_spec(node, 2);
+  KILN_RETURN_IF_ERROR(expect_floating("input", input));
+  KILN_RETURN_IF_ERROR(expect_rank("input", input, 3));
+  KILN_RETURN_IF_ERROR(expect_same_dtype("w", w, "input", input));
+  KILN_RETURN_IF_ERROR(expect_same_dtype("r", r, "input", input));
+  const int64_t hidden = node.kwarg_int("hidden_size");
+  if (hidden <= 0 || hidden > kMaxAttr) {
+    return invalid_argument("argument 'hidden_size': got {}, expected a positive size", hidden);
+  }
+  const std::string& direction = node.kwarg("direction").to_str();
+  if (direction != "forward" && direction != "reverse" && direction != "bidirectional") {
+    return invalid_argument(
+        "argument 'direction': got '{}', expected forward, reverse or "
+        "bidirectional",
+        direction);
+  }
+  const Dim dirs(direction == "bidirectional" ? 2 : 1), h(hidden), gh(gates * hidden);
+  const Dim &seq = input.shape[0], &batch = input.shape[1];
+  KILN_RETURN_IF_ERROR(expect_shape("w", w, {dirs, gh, input.shape[2]}));
+  KILN_RETURN_IF_ERROR(expect_shape("r", r, {dirs, gh, h}));
+  if (const TensorSpec* bias = opt_arg_spec(node, 3)) {
+    KILN_RETURN_IF_ERROR(expect_same_dtype("bias", *bias, "input", input));
+    KILN_RETURN_IF_ERROR(expect_shape("bias", *bias, {dirs, Dim(2 * gates * hidden)}));
+  }
+  if (const TensorSpec* lens = opt_arg_spec(node, 4)) {
+    KILN_RETURN_IF_ERROR(expect_index("sequence_lens", *lens));
+    KILN_RETURN_IF_ERROR(expect_shape("sequence_lens", *lens, {batch}));
+  }
+  const size_t states = lstm ? 2 : 1;
+  for (size_t i = 0; i < states; ++i) {
+    if (const TensorSpec* s = opt_arg_spec(node, 5 + i)) {
+      std::string_view name = arg_name(node, 5 + i);
+      KILN_RETURN_IF_ERROR(expect_same_dtype(name, *s, "input", input));
+      KILN_RETURN_IF_ERROR(expect_shape(name, *s, {dirs, batch, h}));
+    }
+  }
+  if (const TensorSpec* p = lstm ? opt_arg_spec(node, 7) : nullptr) {
+    KILN_RETURN_IF_ERROR(expect_same_dtype("peepholes", *p, "input", input));
+    KILN_RETURN_IF_ERROR(expect_shape("peepholes", *p, {dirs, Dim(3 * hidden)}));
+  }
+  // Each function that has an alpha (beta) takes the next value of activation_alpha (_beta).
+  struct Fn {
+    std::string_view name;
+    bool alpha, beta;
+  };
+  static constexpr Fn kFunctions[] = {
+      {"relu", false, false},     {"tanh", false, false},      {"sigmoid", false, false},
+      {"affine", true, true},     {"leakyrelu", true, false},  {"thresholdedrelu", true, false},
+      {"scaledtanh", true, true}, {"hardsigmoid", true, true}, {"elu", true, false},
+      {"softsign", false, false}, {"softplus", false, false}};
+  size_t names = 0, alphas = 0, betas = 0;
+  std::string_view rest = node.kwarg("activations").to_str();
+  for (; !rest.empty(); ++names) {
+    size_t comma = rest.find(',');
+    std::string_view name = rest.substr(0, comma);
+    auto fn = std::find_if(std::begin(kFunctions), std::end(kFunctions),
+                           [&](const Fn& f) { return f.name == name; });
+    if (fn == std::end(kFunctions)) {
+      return invalid_argument("argument 'activations': unknown function '{}'", name);
+    }
+    alphas += fn->alpha;
+    betas += fn->beta;
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+  }
+  const size_t per_run = functions * static_cast<size_t>(dirs.value());
+  if (names != functions && names != per_run) {
+    return invalid_argument(
+        "argument 'activations': got {} functions, expected {} (or {} for each "
+        "direction)",
+        names, per_run, functions);
+  }
+  for (auto [arg, most] : {std::pair<std::string_view, size_t>{"activation_alpha", alphas},
+                           std::pair<std::string_view, size_t>{"activation_beta", betas}}) {
+    const Arg& v = node.kwarg(arg);
+    if (!v.is_none() && v.to_floats().size() > most) {
+      return invalid_argument("argument '{}': got {} values, but the activations take {}", arg,
+                              v.to_floats().size(), most);
+    }
+  }
+  const Arg& clip = node.kwarg("clip");
+  if (!clip.is_none() && !(clip.to_float() > 0)) {
+    return invalid_argument("argument 'clip': got {}, expected a positive bound", clip.to_float());
+  }
+  out->clear();
+  out->emplace_back(input.dtype, Shape{seq, dirs, batch, h});
+  for (size_t i = 0; i < states; ++i) out->emplace_back(input.dtype, Shape{dirs, batch, h});
+  return Status::Ok();
 }
 
 }  // namespace kiln::shape

@@ -163,6 +163,46 @@ Status infer_flatten(const Node& node, SpecList* out) {
   return single(out, self.dtype, std::move(shape));
 }
 
+Status infer_unflatten(const Node& node, SpecList* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  if (self.rank() == 0)
+    return invalid_argument("argument 'self': got {}, expected rank >= 1", self.to_string());
+  int64_t dim = 0;
+  KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim"), self.rank(), "dim", &dim));
+  const auto& sizes = node.kwarg("sizes").to_ints();
+  KILN_RETURN_IF_ERROR(bounded_ints("sizes", sizes));
+  const Dim& n = self.shape[static_cast<size_t>(dim)];
+  int64_t known = 1;
+  int infer_at = -1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == -1 && infer_at < 0) {
+      infer_at = static_cast<int>(i);
+    } else if (sizes[i] < 0) {
+      return invalid_argument("argument 'sizes': got {}, expected sizes >= 0 and at most one -1",
+                              ints_string(sizes));
+    } else {
+      known *= sizes[i];  // bounded_ints keeps each factor small; overflow shows as a mismatch
+    }
+  }
+  auto mismatch = [&]() {
+    return invalid_argument("argument 'sizes': got {}, which does not split dim {} of self {}",
+                            ints_string(sizes), dim, self.to_string());
+  };
+  if (sizes.empty() || known <= 0 || known > kMaxAttr) return mismatch();
+  Shape split(sizes.begin(), sizes.end());
+  if (infer_at >= 0) {
+    if (n.is_static() && n.value() % known != 0) return mismatch();
+    split[static_cast<size_t>(infer_at)] =
+        n.is_static() ? Dim(n.value() / known) : dim_div(n, known);
+  } else if (!n.is_static() || n.value() != known) {
+    return mismatch();
+  }
+  Shape shape(self.shape.begin(), self.shape.begin() + dim);
+  shape.insert(shape.end(), split.begin(), split.end());
+  shape.insert(shape.end(), self.shape.begin() + dim + 1, self.shape.end());
+  return single(out, self.dtype, std::move(shape));
+}
+
 Status infer_expand(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   const auto& size = node.kwarg("size").to_ints();
@@ -360,6 +400,107 @@ Status infer_gather(const Node& node, SpecList* out) {
     }
   }
   return single(out, self.dtype, index.shape);
+}
+
+namespace {
+
+Status expect_reduce_name(const Node& node) {
+  const std::string& r = node.kwarg("reduce").to_str();
+  if (r != "none" && r != "add" && r != "mul" && r != "max" && r != "min") {
+    return invalid_argument(
+        "argument 'reduce': got \"{}\", expected \"none\", \"add\", \"mul\", "
+        "\"max\" or \"min\"",
+        r);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status infer_scatter(const Node& node, SpecList* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  const TensorSpec& index = arg_spec(node, 1);
+  const TensorSpec& src = arg_spec(node, 2);
+  KILN_RETURN_IF_ERROR(expect_index("index", index));
+  KILN_RETURN_IF_ERROR(expect_same_dtype("src", src, "self", self));
+  KILN_RETURN_IF_ERROR(expect_reduce_name(node));
+  int64_t dim = 0;
+  KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim"), self.rank(), "dim", &dim, true));
+  if (index.rank() != self.rank() || src.rank() != self.rank()) {
+    return invalid_argument(
+        "argument 'index': got {} with src {}, expected rank {} to match self {}",
+        index.to_string(), src.to_string(), self.rank(), self.to_string());
+  }
+  for (size_t i = 0; i < self.rank(); ++i) {
+    const Dim& a = index.shape[i];
+    for (const Dim* b :
+         {&src.shape[i], static_cast<int64_t>(i) != dim ? &self.shape[i] : nullptr}) {
+      if (b && a.is_static() && b->is_static() && a.value() > b->value()) {
+        return invalid_argument("argument 'index': got {}, larger than src {} or self {} at dim {}",
+                                index.to_string(), src.to_string(), self.to_string(), i);
+      }
+    }
+  }
+  return single(out, self.dtype, self.shape);
+}
+
+Status infer_scatter_nd(const Node& node, SpecList* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  const TensorSpec& indices = arg_spec(node, 1);
+  const TensorSpec& updates = arg_spec(node, 2);
+  KILN_RETURN_IF_ERROR(expect_index("indices", indices));
+  KILN_RETURN_IF_ERROR(expect_same_dtype("updates", updates, "self", self));
+  KILN_RETURN_IF_ERROR(expect_reduce_name(node));
+  if (indices.rank() == 0 || !indices.shape.back().is_static() ||
+      indices.shape.back().value() > static_cast<int64_t>(self.rank())) {
+    return invalid_argument(
+        "argument 'indices': got {}, expected a last dim of at most self's "
+        "rank {}",
+        indices.to_string(), self.rank());
+  }
+  Shape want(indices.shape.begin(), indices.shape.end() - 1);
+  want.insert(want.end(), self.shape.begin() + indices.shape.back().value(), self.shape.end());
+  bool ok = updates.rank() == want.size();
+  for (size_t i = 0; ok && i < want.size(); ++i) ok = dims_compatible(updates.shape[i], want[i]);
+  if (!ok) {
+    return invalid_argument("argument 'updates': got {}, expected shape {}", updates.to_string(),
+                            shape_string(want));
+  }
+  return single(out, self.dtype, self.shape);
+}
+
+Status infer_gather_nd(const Node& node, SpecList* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  const TensorSpec& indices = arg_spec(node, 1);
+  KILN_RETURN_IF_ERROR(expect_index("indices", indices));
+  const int64_t b = node.kwarg_int("batch_dims");
+  const size_t r = indices.rank();
+  if (b < 0 || static_cast<size_t>(b) >= std::max<size_t>(r, 1) ||
+      static_cast<size_t>(b) > self.rank()) {
+    return invalid_argument(
+        "argument 'batch_dims': got {}, expected a value below the rank of "
+        "indices {} and self {}",
+        b, indices.to_string(), self.to_string());
+  }
+  const size_t bd = static_cast<size_t>(b);
+  if (!indices.shape.back().is_static() ||
+      bd + static_cast<size_t>(indices.shape.back().value()) > self.rank()) {
+    return invalid_argument(
+        "argument 'indices': got {}, expected a last dim of at most {} (self {} "
+        "past {} batch dims)",
+        indices.to_string(), self.rank() - bd, self.to_string(), bd);
+  }
+  for (size_t i = 0; i < bd; ++i) {
+    if (!dims_compatible(indices.shape[i], self.shape[i])) {
+      return invalid_argument("argument 'indices': got {}, expected batch dim {} to match self {}",
+                              indices.to_string(), i, self.to_string());
+    }
+  }
+  Shape shape(indices.shape.begin(), indices.shape.end() - 1);
+  shape.insert(shape.end(),
+               self.shape.begin() + static_cast<std::ptrdiff_t>(bd) + indices.shape.back().value(),
+               self.shape.end());
+  return single(out, self.dtype, std::move(shape));
 }
 
 Status infer_pad(const Node& node, SpecList* out) {

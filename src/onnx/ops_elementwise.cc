@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 
 #include "convert_util.h"
 #include "fold.h"
@@ -228,10 +229,15 @@ Result<std::optional<double>> clip_bound(Importer& im, size_t input, std::string
 Result<Node*> scalar_op(Importer& im, OpId op, Node* x, double v) { return im.call(op, {x, Arg(v)}); }
 
 // alpha * (exp(x) - 1) where x <= 0, scaled by gamma: Elu (gamma 1) and Selu.
-Status exp_linear(Importer& im, float alpha, float gamma) {
+// gamma * (x > 0 ? x : alpha * (exp(x * inner) - 1)): Elu, Selu, and Celu (inner 1 / alpha).
+Status exp_linear(Importer& im, float alpha, float gamma, double inner = 1.0) {
   KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
   KILN_ASSIGN_OR_RETURN(Node * pos, scalar_op(im, OpId::kGt, x, 0.0));
-  KILN_ASSIGN_OR_RETURN(Node * e, im.call(OpId::kExp, {x}));
+  Node* e = x;
+  if (inner != 1.0) {
+    KILN_ASSIGN_OR_RETURN(e, scalar_op(im, OpId::kMul, x, inner));
+  }
+  KILN_ASSIGN_OR_RETURN(e, im.call(OpId::kExp, {e}));
   KILN_ASSIGN_OR_RETURN(e, scalar_op(im, OpId::kSub, e, 1.0));
   KILN_ASSIGN_OR_RETURN(e, scalar_op(im, OpId::kMul, e, alpha));
   KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kWhere, {pos, x, e}));
@@ -244,6 +250,11 @@ Status exp_linear(Importer& im, float alpha, float gamma) {
 Status convert_elu(Importer& im) {
   KILN_ASSIGN_OR_RETURN(float alpha, im.attr_float("alpha", 1.0f));
   return exp_linear(im, alpha, 1.0f);
+}
+Status convert_celu(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(float alpha, im.attr_float("alpha", 1.0f));
+  if (alpha == 0) return invalid_argument("attribute 'alpha' must not be 0");
+  return exp_linear(im, alpha, 1.0f, 1.0 / static_cast<double>(alpha));
 }
 Status convert_selu(Importer& im) {
   KILN_ASSIGN_OR_RETURN(float alpha, im.attr_float("alpha", 1.67326319217681884765625f));
@@ -298,9 +309,12 @@ Status convert_shrink(Importer& im) {
   return Status::Ok();
 }
 
+Status convert_identity(Importer& im);
+
 Status convert_clip(Importer& im) {
   KILN_ASSIGN_OR_RETURN(auto lo, clip_bound(im, 1, "min"));
   KILN_ASSIGN_OR_RETURN(auto hi, clip_bound(im, 2, "max"));
+  if (!lo && !hi) return convert_identity(im);  // no bounds: the input unchanged
   Kwargs kw;
   if (lo) kw.emplace_back("min", *lo);
   if (hi) kw.emplace_back("max", *hi);
@@ -365,6 +379,40 @@ Status convert_identity(Importer& im) {
   } else {
     im.set_output(0, v->node);
   }
+  return Status::Ok();
+}
+
+Status convert_isnan(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kNe, {x, x}));
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
+// IsInf: beyond the type's largest finite value (no infinity literal in the graph).
+Status convert_isinf(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(int64_t neg, im.attr_int("detect_negative", 1));
+  KILN_ASSIGN_OR_RETURN(int64_t pos, im.attr_int("detect_positive", 1));
+  double big = std::numeric_limits<float>::max();
+  if (xs.dtype == DType::kF64) big = std::numeric_limits<double>::max();
+  if (xs.dtype == DType::kF16) big = 65504.0;
+  if (xs.dtype == DType::kBF16) big = 3.3895313892515355e38;
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  Node* y = nullptr;
+  if (neg != 0 && pos != 0) {
+    KILN_ASSIGN_OR_RETURN(Node * a, im.call(OpId::kAbs, {x}));
+    KILN_ASSIGN_OR_RETURN(y, scalar_op(im, OpId::kGt, a, big));
+  } else if (pos != 0) {
+    KILN_ASSIGN_OR_RETURN(y, scalar_op(im, OpId::kGt, x, big));
+  } else if (neg != 0) {
+    KILN_ASSIGN_OR_RETURN(y, scalar_op(im, OpId::kLt, x, -big));
+  } else {  // detects nothing: x != x and x == x, false for every value
+    KILN_ASSIGN_OR_RETURN(Node * ne, im.call(OpId::kNe, {x, x}));
+    KILN_ASSIGN_OR_RETURN(Node * eq, im.call(OpId::kEq, {x, x}));
+    KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kLogicalAnd, {ne, eq}));
+  }
+  im.set_output(0, y);
   return Status::Ok();
 }
 
@@ -437,6 +485,9 @@ constexpr OpEntry kElementwiseOps[] = {
     {"PRelu", convert_prelu},
     {"Gelu", convert_gelu},
     {"Clip", convert_clip},
+    {"Celu", convert_celu},
+    {"IsNaN", convert_isnan},
+    {"IsInf", convert_isinf},
     {"Where", convert_where},
     {"Cast", convert_cast},
     {"Identity", convert_identity},

@@ -2,6 +2,8 @@
 // resizing, depth/space rearrangement.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "convert_util.h"
@@ -348,11 +350,92 @@ Status convert_global_avg_pool(Importer& im) {
   return unary(im, OpId::kMean, {{"dim", dims}, {"keepdim", true}});
 }
 
+Status convert_global_max_pool(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
+  if (r < 3) return invalid_argument("input must have rank >= 3, got {}", r);
+  std::vector<int64_t> dims;
+  for (size_t d = 2; d < r; ++d) dims.push_back(static_cast<int64_t>(d));
+  return unary(im, OpId::kAmax, {{"dim", dims}, {"keepdim", true}});
+}
+
+// MeanVarianceNormalization: (x - mean) / sqrt(var + 1e-9) over `axes` (ONNX's function body).
+Status convert_mean_variance_normalization(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
+  KILN_ASSIGN_OR_RETURN(auto axes, im.attr_ints("axes"));
+  if (!im.has_attr("axes")) axes = {0, 2, 3};
+  for (int64_t& a : axes) KILN_RETURN_IF_ERROR(normalize_axis(&a, r, "attribute 'axes'"));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  Kwargs over{{"dim", axes}, {"keepdim", true}};
+  KILN_ASSIGN_OR_RETURN(Node * mean, im.call(OpId::kMean, {x}, over));
+  KILN_ASSIGN_OR_RETURN(Node * centered, im.call(OpId::kSub, {x, mean}));
+  KILN_ASSIGN_OR_RETURN(Node * sq, im.call(OpId::kMul, {centered, centered}));
+  KILN_ASSIGN_OR_RETURN(Node * var, im.call(OpId::kMean, {sq}, over));
+  KILN_ASSIGN_OR_RETURN(Node * eps, im.call(OpId::kAdd, {var, 1e-9}));
+  KILN_ASSIGN_OR_RETURN(Node * sd, im.call(OpId::kSqrt, {eps}));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kDiv, {centered, sd}));
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
+// LRN: x / (bias + alpha / size * sum of x^2 over `size` channels around c)^beta. The window sum
+// is an average pool over [N, 1, C, H*W] with count_include_pad (the average times size).
+Status convert_lrn(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  if (xs.rank() < 3) return invalid_argument("input must have rank >= 3, got {}", xs.to_string());
+  KILN_ASSIGN_OR_RETURN(int64_t size, im.attr_int("size", 0));
+  if (size <= 0) return invalid_argument("attribute 'size' must be positive, got {}", size);
+  KILN_ASSIGN_OR_RETURN(float alpha, im.attr_float("alpha", 1e-4f));
+  KILN_ASSIGN_OR_RETURN(float beta, im.attr_float("beta", 0.75f));
+  KILN_ASSIGN_OR_RETURN(float bias, im.attr_float("bias", 1.0f));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * sq, im.call(OpId::kMul, {x, x}));
+  KILN_ASSIGN_OR_RETURN(Node * planes, im.call(OpId::kUnsqueeze, {sq}, {{"dim", int64_t{1}}}));
+  if (xs.rank() != 3) {
+    KILN_ASSIGN_OR_RETURN(planes, im.call(OpId::kFlatten, {planes}, {{"start_dim", int64_t{3}}}));
+  } else {
+    KILN_ASSIGN_OR_RETURN(planes, im.call(OpId::kUnsqueeze, {planes}, {{"dim", int64_t{3}}}));
+  }
+  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  KILN_ASSIGN_OR_RETURN(Node * avg, im.call(OpId::kAvgPool2d, {planes},
+                                            {{"kernel_size", std::vector<int64_t>{size, 1}},
+                                             {"stride", std::vector<int64_t>{1, 1}},
+                                             {"padding", compact_pads({before, 0, after, 0})},
+                                             {"count_include_pad", true}}));
+  KILN_ASSIGN_OR_RETURN(Node * back,
+                        im.call(OpId::kSqueeze, {avg}, {{"dim", std::vector<int64_t>{1}}}));
+  if (xs.rank() == 3) {
+    KILN_ASSIGN_OR_RETURN(back,
+                          im.call(OpId::kSqueeze, {back}, {{"dim", std::vector<int64_t>{2}}}));
+  } else if (xs.rank() > 3) {  // the spatial dims back from their product
+    std::vector<int64_t> sizes;
+    for (size_t d = 2; d < xs.rank(); ++d) {
+      const Dim& s = xs.shape[d];
+      if (!s.is_static() && std::count(sizes.begin(), sizes.end(), -1) > 0) {
+        return unsupported("LRN over more than one symbolic spatial dim: {}", xs.to_string());
+      }
+      sizes.push_back(s.is_static() ? s.value() : -1);
+    }
+    KILN_ASSIGN_OR_RETURN(
+        back, im.call(OpId::kUnflatten, {back}, {{"dim", int64_t{2}}, {"sizes", sizes}}));
+  }
+  KILN_ASSIGN_OR_RETURN(Node * scaled, im.call(OpId::kMul, {back, static_cast<double>(alpha)}));
+  KILN_ASSIGN_OR_RETURN(Node * base, im.call(OpId::kAdd, {scaled, static_cast<double>(bias)}));
+  KILN_ASSIGN_OR_RETURN(Node * denom, im.call(OpId::kPow, {base, -static_cast<double>(beta)}));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kMul, {x, denom}));
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
+// MaxPool / AveragePool in 2-D, and in 1-D as 2-D over [N, C, 1, L].
 Status convert_pool(Importer& im, bool is_max) {
   KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
-  if (xs.rank() != 4) return unsupported("only 2-D pooling (rank-4 input) is supported, got {}", xs.to_string());
+  const bool one_d = xs.rank() == 3;
+  if (xs.rank() != 4 && !one_d) {
+    return unsupported("only 1-D and 2-D pooling (rank-3 or rank-4 input) is supported, got {}",
+                       xs.to_string());
+  }
   if (is_max) KILN_RETURN_IF_ERROR(no_extra_outputs(im, "Indices"));
-  const size_t n = 2;
+  const size_t n = one_d ? 1 : 2;
   KILN_ASSIGN_OR_RETURN(auto kernel, im.attr_ints("kernel_shape"));
   if (kernel.size() != n) return invalid_argument("attribute 'kernel_shape' must have {} values", n);
   KILN_RETURN_IF_ERROR(check_positive(kernel, "kernel_shape"));
@@ -362,18 +445,34 @@ Status convert_pool(Importer& im, bool is_max) {
   KILN_RETURN_IF_ERROR(check_positive(dilations, "dilations"));
   KILN_ASSIGN_OR_RETURN(int64_t ceil_mode, im.attr_int("ceil_mode", 0));
   KILN_ASSIGN_OR_RETURN(auto pads, resolve_pads(im, xs, kernel, strides, dilations));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  if (one_d) {  // a height of 1 with no window or padding along it
+    const int64_t begin = pads[0], end = pads.size() == 2 ? pads[1] : pads[0];
+    kernel.insert(kernel.begin(), 1);
+    strides.insert(strides.begin(), 1);
+    dilations.insert(dilations.begin(), 1);
+    pads = compact_pads({0, begin, 0, end});
+    KILN_ASSIGN_OR_RETURN(x, im.call(OpId::kUnsqueeze, {x}, {{"dim", int64_t{2}}}));
+  }
   Kwargs kw{{"kernel_size", kernel}, {"stride", strides}, {"padding", pads},
             {"ceil_mode", ceil_mode != 0}};
+  OpId op = OpId::kMaxPool2d;
   if (is_max) {
     KILN_ASSIGN_OR_RETURN(int64_t order, im.attr_int("storage_order", 0));
     if (order != 0) return unsupported("storage_order=1 is not supported");
     kw.emplace_back("dilation", dilations);
-    return unary(im, OpId::kMaxPool2d, kw);
+  } else {
+    if (dilations != ones(2)) return unsupported("AveragePool with dilations is not supported");
+    KILN_ASSIGN_OR_RETURN(int64_t include_pad, im.attr_int("count_include_pad", 0));
+    kw.emplace_back("count_include_pad", include_pad != 0);
+    op = OpId::kAvgPool2d;
   }
-  if (dilations != ones(n)) return unsupported("AveragePool with dilations is not supported");
-  KILN_ASSIGN_OR_RETURN(int64_t include_pad, im.attr_int("count_include_pad", 0));
-  kw.emplace_back("count_include_pad", include_pad != 0);
-  return unary(im, OpId::kAvgPool2d, kw);
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(op, {x}, kw));
+  if (one_d) {
+    KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kSqueeze, {y}, {{"dim", std::vector<int64_t>{2}}}));
+  }
+  im.set_output(0, y);
+  return Status::Ok();
 }
 Status convert_max_pool(Importer& im) { return convert_pool(im, true); }
 Status convert_avg_pool(Importer& im) { return convert_pool(im, false); }
@@ -396,6 +495,24 @@ Result<Node*> reshape_dims(Importer& im, Node* x, const std::vector<Dim>& dims) 
   return im.call(OpId::kReshape, {x}, {{"shape", shape}});
 }
 
+// Hardmax along `dim` of x (spec xs): 1 where argmax (the first maximum) is, 0 elsewhere.
+Result<Node*> hardmax(Importer& im, Node* x, const TensorSpec& xs, int64_t dim) {
+  const Dim& n = xs.shape[static_cast<size_t>(dim)];
+  if (!n.is_static())
+    return unsupported("hardmax along symbolic dim {} of {}", n.to_string(), xs.to_string());
+  KILN_ASSIGN_OR_RETURN(Node * index,
+                        im.call(OpId::kArgmax, {x}, {{"dim", dim}, {"keepdim", true}}));
+  // Positions 0..n-1 along `dim`, broadcasting over the dims after it.
+  std::vector<int64_t> shape(xs.rank() - static_cast<size_t>(dim), 1);
+  shape[0] = n.value();
+  Tensor positions(DType::kI64, shape);
+  for (int64_t i = 0; i < n.value(); ++i) positions.mutable_data_as<int64_t>()[i] = i;
+  Node* pos = im.constant_node(std::move(positions), "positions");
+  KILN_ASSIGN_OR_RETURN(Node * hit, im.call(OpId::kEq, {index, pos}));
+  return im.call(OpId::kCast, {hit}, {{"dtype", xs.dtype}});
+}
+
+// Softmax, LogSoftmax (op) and Hardmax (op kNone) along the node's axis.
 Status convert_softmax(Importer& im, OpId op) {
   KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
   int64_t r = static_cast<int64_t>(xs.rank());
@@ -403,8 +520,12 @@ Status convert_softmax(Importer& im, OpId op) {
   if (r == 0) return invalid_argument("input must have rank >= 1");
   KILN_RETURN_IF_ERROR(normalize_axis(&axis, xs.rank(), "attribute 'axis'"));
   KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  auto along = [&](Node* in, const TensorSpec& spec, int64_t dim) -> Result<Node*> {
+    if (op == OpId::kNone) return hardmax(im, in, spec, dim);
+    return im.call(op, {in}, {{"dim", dim}});
+  };
   if (im.opset() >= 13 || axis == r - 1) {
-    KILN_ASSIGN_OR_RETURN(Node * y, im.call(op, {x}, {{"dim", axis}}));
+    KILN_ASSIGN_OR_RETURN(Node * y, along(x, xs, axis));
     im.set_output(0, y);
     return Status::Ok();
   }
@@ -414,12 +535,13 @@ Status convert_softmax(Importer& im, OpId op) {
   for (int64_t d = axis; d < r; ++d) inner = dim_mul(inner, xs.shape[static_cast<size_t>(d)]);
   if (!inner.is_static()) return unsupported("softmax over symbolic dims {} (opset < 13)", xs.to_string());
   KILN_ASSIGN_OR_RETURN(Node * flat, reshape_dims(im, x, {Dim::symbol("outer"), inner}));
-  KILN_ASSIGN_OR_RETURN(Node * y, im.call(op, {flat}, {{"dim", int64_t{1}}}));
+  KILN_ASSIGN_OR_RETURN(Node * y, along(flat, flat->spec(), 1));
   KILN_ASSIGN_OR_RETURN(Node * back, reshape_dims(im, y, xs.shape));
   im.set_output(0, back);
   return Status::Ok();
 }
 Status convert_softmax(Importer& im) { return convert_softmax(im, OpId::kSoftmax); }
+Status convert_hardmax(Importer& im) { return convert_softmax(im, OpId::kNone); }
 Status convert_log_softmax(Importer& im) { return convert_softmax(im, OpId::kLogSoftmax); }
 
 Status convert_resize(Importer& im) {
@@ -612,6 +734,78 @@ Status convert_softmax_cross_entropy_loss(Importer& im) {
   return Status::Ok();
 }
 
+// LSTM, GRU and RNN as kiln's lstm / gru / rnn (ONNX's layout 0); layout 1 (batch first) is the
+// same call between permutes. `states` is the number of state inputs / outputs (h, and LSTM's c).
+Status convert_recurrent(Importer& im, OpId op, size_t states) {
+  KILN_ASSIGN_OR_RETURN(int64_t layout, im.attr_int("layout", 0));
+  if (layout != 0 && layout != 1) return invalid_argument("layout {} is not 0 or 1", layout);
+  const bool batch_first = layout == 1;
+  const std::vector<int64_t> swap01{1, 0, 2};
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  if (batch_first) {
+    KILN_ASSIGN_OR_RETURN(x, im.call(OpId::kPermute, {x}, {{"dims", swap01}}));
+  }
+  // X W R B sequence_lens initial_h, then LSTM's initial_c and P.
+  std::vector<Arg> args{x};
+  const size_t count = op == OpId::kLstm ? 8 : 6;
+  for (size_t i = 1; i < count; ++i) {
+    if (!im.has_input(i)) {
+      args.emplace_back();
+      continue;
+    }
+    const bool weight = i <= 3 || i == 7;
+    KILN_ASSIGN_OR_RETURN(Node * n, im.input(i, weight ? Role::kWeight : Role::kActivation));
+    if (batch_first && (i == 5 || i == 6)) {  // initial states [batch, dirs, hidden]
+      KILN_ASSIGN_OR_RETURN(n, im.call(OpId::kPermute, {n}, {{"dims", swap01}}));
+    }
+    args.emplace_back(n);
+  }
+  // hidden_size may be left out: R is [dirs, gates*hidden, hidden].
+  KILN_ASSIGN_OR_RETURN(TensorSpec rs, im.input_spec(2));
+  int64_t hidden_dflt = rs.rank() == 3 && rs.shape[2].is_static() ? rs.shape[2].value() : -1;
+  KILN_ASSIGN_OR_RETURN(int64_t hidden, im.attr_int("hidden_size", hidden_dflt));
+  KILN_ASSIGN_OR_RETURN(std::string direction, im.attr_str("direction", "forward"));
+  Kwargs kw{{"hidden_size", hidden}, {"direction", direction}};
+  if (const onnx::AttributeProto* a = im.attr("activations")) {
+    std::string names;
+    for (const std::string& name : a->strings()) {
+      if (!names.empty()) names += ',';
+      for (char ch : name) names += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    }
+    kw.emplace_back("activations", names);
+  }
+  for (std::string_view name : {"activation_alpha", "activation_beta"}) {
+    KILN_ASSIGN_OR_RETURN(auto values, im.attr_floats(name));
+    if (!values.empty()) kw.emplace_back(name, std::vector<double>(values.begin(), values.end()));
+  }
+  if (im.has_attr("clip")) {
+    KILN_ASSIGN_OR_RETURN(float clip, im.attr_float("clip", 0));
+    kw.emplace_back("clip", clip);
+  }
+  if (op == OpId::kLstm) {
+    KILN_ASSIGN_OR_RETURN(int64_t input_forget, im.attr_int("input_forget", 0));
+    kw.emplace_back("input_forget", input_forget != 0);
+  }
+  if (op == OpId::kGru) {
+    KILN_ASSIGN_OR_RETURN(int64_t lbr, im.attr_int("linear_before_reset", 0));
+    kw.emplace_back("linear_before_reset", lbr != 0);
+  }
+  KILN_ASSIGN_OR_RETURN(Node * rec, im.call(op, std::move(args), kw));
+  for (size_t i = 0; i < std::min(im.num_outputs(), 1 + states); ++i) {
+    if (!im.output_used(i)) continue;
+    KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kGetitem, {rec, static_cast<int64_t>(i)}));
+    if (batch_first) {  // Y [batch, seq, dirs, hidden]; states [batch, dirs, hidden]
+      std::vector<int64_t> dims = i == 0 ? std::vector<int64_t>{2, 0, 1, 3} : swap01;
+      KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kPermute, {y}, {{"dims", dims}}));
+    }
+    im.set_output(i, y);
+  }
+  return Status::Ok();
+}
+Status convert_lstm(Importer& im) { return convert_recurrent(im, OpId::kLstm, 2); }
+Status convert_gru(Importer& im) { return convert_recurrent(im, OpId::kGru, 1); }
+Status convert_rnn(Importer& im) { return convert_recurrent(im, OpId::kRnn, 1); }
+
 constexpr OpEntry kNnOps[] = {
     {"Conv", convert_conv},
     {"NegativeLogLikelihoodLoss", convert_nll_loss},
@@ -623,13 +817,20 @@ constexpr OpEntry kNnOps[] = {
     {"LayerNormalization", convert_layer_norm},
     {"InstanceNormalization", convert_instance_norm},
     {"GlobalAveragePool", convert_global_avg_pool},
+    {"GlobalMaxPool", convert_global_max_pool},
+    {"MeanVarianceNormalization", convert_mean_variance_normalization},
+    {"LRN", convert_lrn},
     {"AveragePool", convert_avg_pool},
     {"MaxPool", convert_max_pool},
     {"Softmax", convert_softmax},
     {"LogSoftmax", convert_log_softmax},
+    {"Hardmax", convert_hardmax},
     {"Resize", convert_resize},
     {"DepthToSpace", convert_depth_to_space},
     {"SpaceToDepth", convert_space_to_depth},
+    {"LSTM", convert_lstm},
+    {"GRU", convert_gru},
+    {"RNN", convert_rnn},
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Shape and data-movement ONNX ops: Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Concat,
-// Split, Slice, Gather, Expand, Pad, reductions, ArgMax, CumSum.
+// Split, Slice, Gather, Expand, Pad, reductions, ArgMax, CumSum, scatters and ND gathers, OneHot,
+// EyeLike.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -118,13 +119,86 @@ Result<std::vector<int64_t>> reshape_target(const TensorSpec& in, const DimsValu
   return out;
 }
 
+// A reshape of a tensor with symbolic dims that one int list cannot state: one that only inserts
+// or drops size-1 dims (squeeze / unsqueeze), or one that keeps the leading dims (given as
+// themselves or as 0) and reshapes only static trailing dims (a flatten of the tail and an
+// unflatten to the target's tail, one -1 allowed). This is how Paddle and torch exports reshape
+// feature maps of symbolic size. Null when the target is of neither form.
+Result<Node*> reshape_keeping_prefix(Importer& im, Node* x, const TensorSpec& xs,
+                                     const DimsValue& target, bool allowzero) {
+  if (xs.rank() == 0 || xs.static_shape()) return nullptr;
+  const size_t rank = xs.rank();
+  // Only size-1 dims inserted or dropped: squeeze, then unsqueeze.
+  std::vector<Dim> t(target.dims.begin(), target.dims.end());
+  for (size_t d = 0; d < t.size() && d < rank; ++d) {
+    if (!allowzero && t[d] == Dim(0)) t[d] = xs.shape[d];
+  }
+  std::vector<int64_t> dropped, inserted;
+  size_t i = 0, j = 0;
+  while (i < rank || j < t.size()) {
+    if (i < rank && j < t.size() && t[j] == xs.shape[i]) {
+      ++i, ++j;
+    } else if (j < t.size() && t[j] == Dim(1)) {
+      inserted.push_back(static_cast<int64_t>(j++));
+    } else if (i < rank && xs.shape[i] == Dim(1)) {
+      dropped.push_back(static_cast<int64_t>(i++));
+    } else {
+      break;
+    }
+  }
+  if (i == rank && j == t.size()) {
+    Node* y = x;
+    if (!dropped.empty()) {
+      KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kSqueeze, {y}, {{"dim", dropped}}));
+    }
+    for (int64_t d : inserted) {
+      KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kUnsqueeze, {y}, {{"dim", d}}));
+    }
+    return y;
+  }
+  // Kept leading dims, a reshaped static tail.
+  size_t k = 0;
+  while (k < target.dims.size() && k < rank &&
+         (target.dims[k] == xs.shape[k] || (!allowzero && target.dims[k] == Dim(0)))) {
+    ++k;
+  }
+  if (k == rank && target.dims.size() == rank) return x;  // the same shape
+  k = std::min(k, rank - 1);
+  std::vector<int64_t> tail;
+  for (size_t d = k; d < target.dims.size(); ++d) {
+    Dim v = target.dims[d];
+    if (!allowzero && v == Dim(0) && d < rank) v = xs.shape[d];
+    if (!v.is_static()) return nullptr;
+    tail.push_back(v.value());
+  }
+  if (tail.empty()) return nullptr;
+  if (tail == std::vector<int64_t>{-1}) {
+    if (k + 1 == rank) return x;
+    return im.call(OpId::kFlatten, {x}, {{"start_dim", static_cast<int64_t>(k)}});
+  }
+  for (size_t d = k; d < rank; ++d) {
+    if (!xs.shape[d].is_static()) return nullptr;
+  }
+  Node* y = x;
+  if (k + 1 < rank) {
+    KILN_ASSIGN_OR_RETURN(y,
+                          im.call(OpId::kFlatten, {y}, {{"start_dim", static_cast<int64_t>(k)}}));
+  }
+  return im.call(OpId::kUnflatten, {y}, {{"dim", static_cast<int64_t>(k)}, {"sizes", tail}});
+}
+
 Status convert_reshape(Importer& im) {
   KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
   KILN_ASSIGN_OR_RETURN(DimsValue target, im.require_dims(1, "input 'shape'"));
   KILN_ASSIGN_OR_RETURN(int64_t allowzero, im.attr_int("allowzero", 0));
-  KILN_ASSIGN_OR_RETURN(auto shape, reshape_target(xs, target, allowzero != 0));
   KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
-  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kReshape, {x}, {{"shape", shape}}));
+  auto shape = reshape_target(xs, target, allowzero != 0);
+  if (!shape.ok()) {  // one int list cannot say it; a flatten / unflatten pair may
+    KILN_ASSIGN_OR_RETURN(Node * kept, reshape_keeping_prefix(im, x, xs, target, allowzero != 0));
+    if (kept != nullptr) return forward(im, kept);
+    return shape.status();
+  }
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kReshape, {x}, {{"shape", *shape}}));
   return forward(im, y);
 }
 
@@ -273,22 +347,9 @@ Status convert_gather(Importer& im) {
     KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
     Node* in = im.constant_node(fixed.reshaped({fixed.numel()}), im.node().input(1));
     KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kIndexSelect, {x, in}, {{"dim", axis}}));
-    if (fixed.rank() != 1) {
-      std::vector<int64_t> shape;
-      bool inferred = false;
-      for (size_t d = 0; d < xs.rank(); ++d) {
-        if (static_cast<int64_t>(d) == axis) {
-          shape.insert(shape.end(), fixed.shape().begin(), fixed.shape().end());
-        } else if (xs.shape[d].is_static()) {
-          shape.push_back(xs.shape[d].value());
-        } else if (!inferred) {
-          shape.push_back(-1);
-          inferred = true;
-        } else {
-          return unsupported("gather on {} with multi-dim indices", xs.to_string());
-        }
-      }
-      KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kReshape, {y}, {{"shape", shape}}));
+    if (fixed.rank() != 1) {  // the gathered dim takes the indices' shape
+      KILN_ASSIGN_OR_RETURN(
+          y, im.call(OpId::kUnflatten, {y}, {{"dim", axis}, {"sizes", fixed.shape()}}));
     }
     return forward(im, y);
   }
@@ -298,10 +359,27 @@ Status convert_gather(Importer& im) {
     KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kEmbedding, {w, i}));
     return forward(im, y);
   }
-  if (is.rank() != 1) return unsupported("runtime indices of rank {} (only 1-D, or 2-D tables on axis 0)", is.rank());
+  // Indices of another rank: index_select of them flattened, then the gathered dim unflattened
+  // to their shape (or dropped for a scalar index).
+  std::vector<int64_t> sizes;
+  for (const Dim& d : is.shape) {
+    if (!d.is_static() && std::count(sizes.begin(), sizes.end(), -1) > 0) {
+      return unsupported("runtime indices {} with more than one symbolic dim", is.to_string());
+    }
+    sizes.push_back(d.is_static() ? d.value() : -1);
+  }
   KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
   KILN_ASSIGN_OR_RETURN(Node * i, im.input(1));
+  if (is.rank() != 1) {
+    KILN_ASSIGN_OR_RETURN(i, is.rank() == 0 ? im.call(OpId::kUnsqueeze, {i}, {{"dim", int64_t{0}}})
+                                            : im.call(OpId::kFlatten, {i}));
+  }
   KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kIndexSelect, {x, i}, {{"dim", axis}}));
+  if (is.rank() == 0) {
+    KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kSqueeze, {y}, {{"dim", std::vector<int64_t>{axis}}}));
+  } else if (is.rank() > 1) {
+    KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kUnflatten, {y}, {{"dim", axis}, {"sizes", sizes}}));
+  }
   return forward(im, y);
 }
 
@@ -430,6 +508,7 @@ Status reduce(Importer& im, OpId op, int64_t axes_input_from) {
 }
 Status convert_reduce_mean(Importer& im) { return reduce(im, OpId::kMean, 18); }
 Status convert_reduce_sum(Importer& im) { return reduce(im, OpId::kSum, 13); }
+Status convert_reduce_prod(Importer& im) { return reduce(im, OpId::kProd, 18); }
 Status convert_reduce_max(Importer& im) { return reduce(im, OpId::kAmax, 18); }
 Status convert_reduce_min(Importer& im) { return reduce(im, OpId::kAmin, 18); }
 
@@ -491,15 +570,116 @@ Status convert_cumsum(Importer& im) {
   KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
   KILN_ASSIGN_OR_RETURN(int64_t exclusive, im.attr_int("exclusive", 0));
   KILN_ASSIGN_OR_RETURN(int64_t reverse, im.attr_int("reverse", 0));
-  if (exclusive != 0 || reverse != 0) return unsupported("exclusive or reverse CumSum is not supported");
   KILN_ASSIGN_OR_RETURN(auto axis_v, im.require_ints(1, "input 'axis'"));
   if (axis_v.size() != 1) return invalid_argument("input 'axis' must hold one value");
   int64_t axis = axis_v[0];
   KILN_RETURN_IF_ERROR(normalize_axis(&axis, r, "input 'axis'"));
   KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
   KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
-  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kCumsum, {x}, {{"dim", axis}}));
+  KILN_ASSIGN_OR_RETURN(
+      Node * y, im.call(OpId::kCumsum, {x},
+                        {{"dim", axis}, {"exclusive", exclusive != 0}, {"reverse", reverse != 0}}));
   return forward_keep_dtype(im, y, xs.dtype);
+}
+
+// ScatterElements, ScatterND and GatherND as kiln's scatter / scatter_nd / gather_nd.
+Status convert_scatter_elements(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, im.attr_int("axis", 0));
+  KILN_RETURN_IF_ERROR(normalize_axis(&axis, r, "attribute 'axis'"));
+  KILN_ASSIGN_OR_RETURN(std::string reduction, im.attr_str("reduction", "none"));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * index, im.input(1));
+  KILN_ASSIGN_OR_RETURN(Node * src, im.input(2));
+  KILN_ASSIGN_OR_RETURN(
+      Node * y, im.call(OpId::kScatter, {x, index, src}, {{"dim", axis}, {"reduce", reduction}}));
+  return forward(im, y);
+}
+
+Status convert_scatter_nd(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(std::string reduction, im.attr_str("reduction", "none"));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * indices, im.input(1));
+  KILN_ASSIGN_OR_RETURN(Node * updates, im.input(2));
+  KILN_ASSIGN_OR_RETURN(Node * y,
+                        im.call(OpId::kScatterNd, {x, indices, updates}, {{"reduce", reduction}}));
+  return forward(im, y);
+}
+
+Status convert_gather_nd(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(int64_t batch_dims, im.attr_int("batch_dims", 0));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * indices, im.input(1));
+  KILN_ASSIGN_OR_RETURN(Node * y,
+                        im.call(OpId::kGatherNd, {x, indices}, {{"batch_dims", batch_dims}}));
+  return forward(im, y);
+}
+
+// OneHot: values[1] where the (wrapped) index equals the position along the new axis, values[0]
+// elsewhere; indices out of [-depth, depth) hit nothing. Float indices truncate to integers.
+Status convert_one_hot(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec is, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(Tensor depth_t, im.require_const(1, "input 'depth'"));
+  if (depth_t.numel() != 1)
+    return invalid_argument("input 'depth' has {} values, expected one", depth_t.numel());
+  const double depth_v = depth_t.scalar_at(0);
+  if (!(depth_v >= 1) || depth_v > static_cast<double>(int64_t{1} << 31)) {
+    return invalid_argument("input 'depth' is {}, expected a positive size", depth_v);
+  }
+  const int64_t depth = static_cast<int64_t>(depth_v);
+  KILN_ASSIGN_OR_RETURN(TensorSpec vs, im.input_spec(2));
+  if (vs.rank() != 1 || !(vs.shape[0].is_static() && vs.shape[0].value() == 2)) {
+    return invalid_argument("input 'values' is {}, expected [off, on]", vs.to_string());
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t axis, im.attr_int("axis", -1));
+  KILN_RETURN_IF_ERROR(normalize_axis(&axis, is.rank() + 1, "attribute 'axis'"));
+  KILN_ASSIGN_OR_RETURN(Node * index, im.input(0));
+  if (is.dtype != DType::kI64) {
+    KILN_ASSIGN_OR_RETURN(index, im.call(OpId::kCast, {index}, {{"dtype", DType::kI64}}));
+  }
+  KILN_ASSIGN_OR_RETURN(Node * negative, im.call(OpId::kLt, {index, int64_t{0}}));
+  KILN_ASSIGN_OR_RETURN(Node * shifted, im.call(OpId::kAdd, {index, depth}));
+  KILN_ASSIGN_OR_RETURN(index, im.call(OpId::kWhere, {negative, shifted, index}));
+  KILN_ASSIGN_OR_RETURN(index, im.call(OpId::kUnsqueeze, {index}, {{"dim", axis}}));
+  // Positions 0..depth-1 along the new axis, broadcasting over the dims after it.
+  std::vector<int64_t> shape(is.rank() + 1 - static_cast<size_t>(axis), 1);
+  shape[0] = depth;
+  Tensor positions(DType::kI64, shape);
+  for (int64_t i = 0; i < depth; ++i) positions.mutable_data_as<int64_t>()[i] = i;
+  KILN_ASSIGN_OR_RETURN(
+      Node * hit, im.call(OpId::kEq, {index, im.constant_node(std::move(positions), "positions")}));
+  KILN_ASSIGN_OR_RETURN(Node * values, im.input(2));
+  KILN_ASSIGN_OR_RETURN(
+      Node * off, im.call(OpId::kSelect, {values}, {{"dim", int64_t{0}}, {"index", int64_t{0}}}));
+  KILN_ASSIGN_OR_RETURN(
+      Node * on, im.call(OpId::kSelect, {values}, {{"dim", int64_t{0}}, {"index", int64_t{1}}}));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kWhere, {hit, on, off}));
+  return forward(im, y);
+}
+
+// EyeLike: ones on diagonal k of a matrix shaped like the input, a constant (the input's values
+// are not read).
+Status convert_eye_like(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(auto shape, im.static_input_shape(0, "EyeLike's output shape"));
+  if (shape.size() != 2) return invalid_argument("input has rank {}, expected 2", shape.size());
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  DType dtype = xs.dtype;
+  if (im.has_attr("dtype")) {
+    KILN_ASSIGN_OR_RETURN(int64_t to, im.attr_int("dtype", 0));
+    auto dt = dtype_from_onnx(static_cast<int32_t>(to));
+    if (!dt)
+      return unsupported("attribute 'dtype': type {} is not supported",
+                         onnx_type_name(static_cast<int32_t>(to)));
+    dtype = *dt;
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t k, im.attr_int("k", 0));
+  Tensor eye(dtype, shape);
+  for (int64_t i = 0; i < shape[0]; ++i) {
+    int64_t j = i + k;
+    if (j >= 0 && j < shape[1]) eye.set_scalar_at(i * shape[1] + j, 1.0);
+  }
+  im.set_output_const(0, std::move(eye));
+  return Status::Ok();
 }
 
 // Trilu: the upper (or lower) triangle from diagonal k of the last two dims, the rest zero; a
@@ -547,6 +727,7 @@ constexpr OpEntry kTensorOps[] = {
     {"Pad", convert_pad},
     {"ReduceMean", convert_reduce_mean},
     {"ReduceSum", convert_reduce_sum},
+    {"ReduceProd", convert_reduce_prod},
     {"ReduceMax", convert_reduce_max},
     {"ReduceMin", convert_reduce_min},
     {"ReduceL1", convert_reduce_l1},
@@ -558,6 +739,11 @@ constexpr OpEntry kTensorOps[] = {
     {"ArgMin", convert_argmin},
     {"Trilu", convert_trilu},
     {"CumSum", convert_cumsum},
+    {"OneHot", convert_one_hot},
+    {"ScatterElements", convert_scatter_elements},
+    {"ScatterND", convert_scatter_nd},
+    {"GatherND", convert_gather_nd},
+    {"EyeLike", convert_eye_like},
 };
 
 }  // namespace

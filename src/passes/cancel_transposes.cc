@@ -35,7 +35,7 @@ std::optional<std::vector<int64_t>> perm_of(const Node* n, size_t rank) {
 
 bool is_reshape_like(const Node* n) {
   return n->is_call(OpId::kReshape) || n->is_call(OpId::kView) || n->is_call(OpId::kFlatten) ||
-         n->is_call(OpId::kSqueeze) || n->is_call(OpId::kUnsqueeze);
+         n->is_call(OpId::kUnflatten) || n->is_call(OpId::kSqueeze) || n->is_call(OpId::kUnsqueeze);
 }
 
 bool identity(const std::vector<int64_t>& perm) {

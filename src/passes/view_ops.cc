@@ -26,6 +26,7 @@ bool may_alias_input(OpId op) {
     case OpId::kView:
     case OpId::kReshape:
     case OpId::kFlatten:
+    case OpId::kUnflatten:
     case OpId::kSqueeze:
     case OpId::kUnsqueeze:
     case OpId::kPermute:
@@ -123,6 +124,7 @@ const Node* certain_view_source(const Node& node, uint32_t index) {
     case OpId::kView:
     case OpId::kReshape:
     case OpId::kFlatten:
+    case OpId::kUnflatten:
     case OpId::kSqueeze:
     case OpId::kUnsqueeze:
       return src;

@@ -67,6 +67,7 @@ OpClass op_class(OpId op) {
     case OpId::kPermute:
     case OpId::kTranspose:
     case OpId::kFlatten:
+    case OpId::kUnflatten:
     case OpId::kSqueeze:
     case OpId::kUnsqueeze:
     case OpId::kExpand:

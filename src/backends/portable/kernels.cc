@@ -227,10 +227,10 @@ void BroadcastIter::coalesce() {
 }
 
 int64_t BroadcastIter::rows() const {
-  return shape.empty() ? 1 : prod(shape, 0, shape.size() - 1);
+  return shape.empty() ? 1 : dims_product(shape, 0, shape.size() - 1);
 }
 
-int64_t prod(const std::vector<int64_t>& shape, size_t begin, size_t end) {
+int64_t dims_product(const std::vector<int64_t>& shape, size_t begin, size_t end) {
   int64_t p = 1;
   for (size_t i = begin; i < end && i < shape.size(); ++i) p *= shape[i];
   return p;

@@ -45,7 +45,7 @@ Result<Tensor> batched_matmul(KernelContext& ctx, const Tensor& a, const Tensor&
   float* po = writable<float>(out);
   const float* pa = a.data_as<float>();
   const float* pb = b.data_as<float>();
-  int64_t nb = prod(batch, 0, batch.size());
+  int64_t nb = dims_product(batch, 0, batch.size());
   // [..., m, k] @ [k, n]: fold the batch into m (one big GEMM).
   if (rb == 2) {
     gemm(&ctx, false, false, nb * m, n, kk, 1.0f, pa, pb, 0.0f, po);
@@ -136,7 +136,7 @@ Status linear(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* o
                             fmt::join(x.shape(), ", "), fmt::join(w.shape(), ", "));
   }
   int64_t kk = w.dim(1), n = w.dim(0), m = x.numel() / std::max<int64_t>(kk, 1);
-  if (kk == 0) m = prod(x.shape(), 0, x.rank() - 1);
+  if (kk == 0) m = dims_product(x.shape(), 0, x.rank() - 1);
   std::vector<int64_t> shape = x.shape();
   shape.back() = n;
   Tensor out = ctx.allocate(DType::kF32, shape);
@@ -217,7 +217,7 @@ Status scaled_dot_product_attention(KernelContext& ctx, const KernelArgs& args,
   }
   bool causal = args.attr_bool("is_causal", false);
   float scale = static_cast<float>(args.attr_opt_float("scale").value_or(1.0 / std::sqrt(static_cast<double>(e))));
-  int64_t nb = prod(batch, 0, batch.size());
+  int64_t nb = dims_product(batch, 0, batch.size());
   std::vector<int64_t> score_shape = batch;
   score_shape.push_back(l);
   score_shape.push_back(s);

@@ -69,7 +69,7 @@ Status batch_norm(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor
   KILN_ASSIGN_OR_RETURN(const float* mean, opt_param(args, 3, c, op, "running_mean"));
   KILN_ASSIGN_OR_RETURN(const float* var, opt_param(args, 4, c, op, "running_var"));
   float eps = static_cast<float>(args.attr_float("eps", 1e-5));
-  int64_t inner = prod(x.shape(), 2, x.rank()), outer = x.dim(0);
+  int64_t inner = dims_product(x.shape(), 2, x.rank()), outer = x.dim(0);
   Tensor out = ctx.allocate(DType::kF32, x.shape());
   const float* px = x.data_as<float>();
   float* po = writable<float>(out);
@@ -95,7 +95,7 @@ Result<int64_t> normalized_size(const KernelArgs& args, const Tensor& x, const c
     return invalid_argument("{}: normalized_shape [{}] does not end input [{}]", op,
                             fmt::join(ns, ", "), fmt::join(x.shape(), ", "));
   }
-  return prod(ns, 0, ns.size());
+  return dims_product(ns, 0, ns.size());
 }
 
 // layer_norm (centred, with bias) and rms_norm (neither) over the trailing normalized_shape dims.
@@ -146,7 +146,7 @@ Status group_norm(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor
   KILN_ASSIGN_OR_RETURN(const float* w, opt_param(args, 1, c, op, "weight"));
   KILN_ASSIGN_OR_RETURN(const float* b, opt_param(args, 2, c, op, "bias"));
   float eps = static_cast<float>(args.attr_float("eps", 1e-5));
-  int64_t spatial = prod(x.shape(), 2, x.rank());
+  int64_t spatial = dims_product(x.shape(), 2, x.rank());
   int64_t inner = c / groups * spatial;
   int64_t rows = x.dim(0) * groups;
   Tensor out = ctx.allocate(DType::kF32, x.shape());
@@ -166,8 +166,8 @@ Status softmax_impl(KernelContext& ctx, const KernelArgs& args, std::vector<Tens
   if (x.dtype() != DType::kF32) x = convert(ctx, x, DType::kF32);
   KILN_ASSIGN_OR_RETURN(int64_t dim, norm_dim(args.attr_int("dim", -1), static_cast<int64_t>(x.rank()), op));
   int64_t n = x.rank() == 0 ? 1 : x.dim(static_cast<size_t>(dim));
-  int64_t inner = prod(x.shape(), static_cast<size_t>(dim) + 1, x.rank());
-  int64_t outer = prod(x.shape(), 0, static_cast<size_t>(dim));
+  int64_t inner = dims_product(x.shape(), static_cast<size_t>(dim) + 1, x.rank());
+  int64_t outer = dims_product(x.shape(), 0, static_cast<size_t>(dim));
   Tensor out = ctx.allocate(DType::kF32, x.shape());
   const float* px = x.data_as<float>();
   float* po = writable<float>(out);
@@ -198,14 +198,14 @@ Status softmax_impl(KernelContext& ctx, const KernelArgs& args, std::vector<Tens
   return Status::Ok();
 }
 
-enum class Reduce { kSum, kMean, kMax, kMin };
+enum class Reduce { kSum, kProd, kMean, kMax, kMin };
 
 // Reduces `dim` of x (dense) keeping it with size 1.
 template <typename T, typename Acc>
 Tensor reduce_one(KernelContext& ctx, const Tensor& x, size_t dim, Reduce kind, DType out_dtype) {
   std::vector<int64_t> shape = x.shape();
   int64_t n = shape[dim];
-  int64_t inner = prod(shape, dim + 1, shape.size()), outer = prod(shape, 0, dim);
+  int64_t inner = dims_product(shape, dim + 1, shape.size()), outer = dims_product(shape, 0, dim);
   shape[dim] = 1;
   Tensor out = ctx.allocate(out_dtype, shape);
   const T* px = x.data_as<T>();
@@ -225,6 +225,10 @@ Tensor reduce_one(KernelContext& ctx, const Tensor& x, size_t dim, Reduce kind, 
           if (kind == Reduce::kMax ? v > m : v < m) m = v;
         }
         po[o * inner + in] = static_cast<O>(m);
+      } else if (kind == Reduce::kProd) {
+        Acc s = 1;
+        for (int64_t i = 0; i < n; ++i) s *= static_cast<Acc>(xs[i * inner]);
+        po[o * inner + in] = static_cast<O>(s);
       } else {
         Acc s = 0;
         for (int64_t i = 0; i < n; ++i) s += static_cast<Acc>(xs[i * inner]);
@@ -244,7 +248,8 @@ Status reduce(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* o
     if (!is_floating(x.dtype())) return unsupported("{}: integer input; cast it to a float type first", op);
     x = convert(ctx, x, DType::kF32);
   }
-  if (x.dtype() == DType::kBool) x = convert(ctx, x, kind == Reduce::kSum ? DType::kI64 : DType::kU8);
+  const bool accumulates = kind == Reduce::kSum || kind == Reduce::kProd;
+  if (x.dtype() == DType::kBool) x = convert(ctx, x, accumulates ? DType::kI64 : DType::kU8);
   bool keepdim = args.attr_bool("keepdim", false);
   auto dims_opt = args.attr_opt_ints("dim");
   const int64_t rank = static_cast<int64_t>(x.rank());
@@ -262,8 +267,8 @@ Status reduce(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* o
       return invalid_argument("{}: cannot reduce dim {} of size 0", op, d);
     }
   }
-  // sum of integers accumulates and returns int64 (torch).
-  DType out_dtype = kind == Reduce::kSum && !is_floating(x.dtype()) ? DType::kI64 : x.dtype();
+  // sum and prod of integers accumulate and return int64 (torch).
+  DType out_dtype = accumulates && !is_floating(x.dtype()) ? DType::kI64 : x.dtype();
   Tensor cur = x;
   bool ok = true;
   for (size_t d = 0; d < x.rank(); ++d) {
@@ -272,7 +277,7 @@ Status reduce(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* o
       using T = decltype(t);
       if constexpr (std::is_floating_point_v<T>) {
         cur = reduce_one<T, double>(ctx, cur, d, kind, cur.dtype());
-      } else if (kind == Reduce::kSum) {
+      } else if (accumulates) {
         cur = reduce_one<T, int64_t>(ctx, cur, d, kind, DType::kI64);
       } else {
         cur = reduce_one<T, T>(ctx, cur, d, kind, cur.dtype());
@@ -307,6 +312,9 @@ Status mean(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* out
 Status sum(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
   return reduce(ctx, args, outputs, Reduce::kSum, "sum");
 }
+Status prod(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  return reduce(ctx, args, outputs, Reduce::kProd, "prod");
+}
 Status amax(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
   return reduce(ctx, args, outputs, Reduce::kMax, "amax");
 }
@@ -337,8 +345,8 @@ Status arg_extreme(KernelContext& ctx, const KernelArgs& args, std::vector<Tenso
   }
   int64_t n = in_shape[static_cast<size_t>(dim)];
   if (n == 0) return invalid_argument("{}: cannot reduce an empty dim", op);
-  int64_t inner = prod(in_shape, static_cast<size_t>(dim) + 1, in_shape.size());
-  int64_t outer = prod(in_shape, 0, static_cast<size_t>(dim));
+  int64_t inner = dims_product(in_shape, static_cast<size_t>(dim) + 1, in_shape.size());
+  int64_t outer = dims_product(in_shape, 0, static_cast<size_t>(dim));
   std::vector<int64_t> shape;
   if (!dim_opt) {
     if (keepdim) shape.assign(x.rank(), 1);
@@ -400,7 +408,10 @@ Status cumsum(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* o
   KILN_ASSIGN_OR_RETURN(int64_t dim, norm_dim(args.attr_int("dim", 0), static_cast<int64_t>(x.rank()), "cumsum"));
   std::vector<int64_t> sh = x.rank() == 0 ? std::vector<int64_t>{1} : x.shape();
   int64_t n = sh[static_cast<size_t>(dim)];
-  int64_t inner = prod(sh, static_cast<size_t>(dim) + 1, sh.size()), outer = prod(sh, 0, static_cast<size_t>(dim));
+  int64_t inner = dims_product(sh, static_cast<size_t>(dim) + 1, sh.size()),
+          outer = dims_product(sh, 0, static_cast<size_t>(dim));
+  const bool exclusive = args.attr_bool("exclusive", false),
+             reverse = args.attr_bool("reverse", false);
   Tensor out = ctx.allocate(x.dtype(), x.shape());
   bool ok = dispatch_arith(x.dtype(), [&](auto t) {
     using T = decltype(t);
@@ -410,10 +421,16 @@ Status cumsum(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* o
       for (int64_t in = 0; in < inner; ++in) {
         using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
         Acc s = 0;
-        for (int64_t i = 0; i < n; ++i) {
+        for (int64_t step = 0; step < n; ++step) {
+          int64_t i = reverse ? n - 1 - step : step;
           int64_t off = (o * n + i) * inner + in;
-          s += static_cast<Acc>(px[off]);
-          po[off] = static_cast<T>(s);
+          if (exclusive) {
+            po[off] = static_cast<T>(s);
+            s += static_cast<Acc>(px[off]);
+          } else {
+            s += static_cast<Acc>(px[off]);
+            po[off] = static_cast<T>(s);
+          }
         }
       }
     }

@@ -40,7 +40,7 @@ Result<Pool> pool_geometry(const KernelArgs& args, const Tensor& x, bool with_di
   p.h = x.dim(r - 2);
   p.w = x.dim(r - 1);
   p.planes = x.numel() / std::max<int64_t>(p.h * p.w, 1);
-  if (p.h * p.w == 0) p.planes = prod(x.shape(), 0, r - 2);
+  if (p.h * p.w == 0) p.planes = dims_product(x.shape(), 0, r - 2);
   auto ks = args.attr_ints("kernel_size", {});
   if (ks.empty()) return invalid_argument("{}: 'kernel_size' is required", op);
   KILN_ASSIGN_OR_RETURN(auto k, pair_of(ks, 1, 1, op, "kernel_size"));
@@ -188,7 +188,7 @@ Status adaptive_avg_pool2d(KernelContext& ctx, const KernelArgs& args, std::vect
   int64_t h = x.dim(x.rank() - 2), w = x.dim(x.rank() - 1);
   int64_t oh = os[0], ow = os.size() == 2 ? os[1] : os[0];
   if (oh <= 0 || ow <= 0) return invalid_argument("{}: output size must be positive", op);
-  int64_t planes = prod(x.shape(), 0, x.rank() - 2);
+  int64_t planes = dims_product(x.shape(), 0, x.rank() - 2);
   Tensor out = ctx.allocate(DType::kF32, spatial_shape(x, oh, ow));
   const float* px = x.data_as<float>();
   float* po = writable<float>(out);
@@ -262,7 +262,7 @@ Status upsample_nearest2d(KernelContext& ctx, const KernelArgs& args, std::vecto
   const auto& ah = axes.first;  // not a structured binding: the row lambda below captures them
   const auto& aw = axes.second;
   int64_t h = x.dim(x.rank() - 2), w = x.dim(x.rank() - 1);
-  int64_t planes = prod(x.shape(), 0, x.rank() - 2);
+  int64_t planes = dims_product(x.shape(), 0, x.rank() - 2);
   Tensor out = ctx.allocate(x.dtype(), spatial_shape(x, ah.out, aw.out));
   size_t es = dtype_size(x.dtype());
   std::vector<int64_t> src_x(static_cast<size_t>(aw.out));
@@ -312,7 +312,7 @@ Status upsample_bilinear2d(KernelContext& ctx, const KernelArgs& args, std::vect
   KILN_ASSIGN_OR_RETURN(auto axes, resize_axes(args, x, align, op));
   auto [ah, aw] = axes;
   int64_t h = x.dim(x.rank() - 2), w = x.dim(x.rank() - 1);
-  int64_t planes = prod(x.shape(), 0, x.rank() - 2);
+  int64_t planes = dims_product(x.shape(), 0, x.rank() - 2);
   Tensor out = ctx.allocate(DType::kF32, spatial_shape(x, ah.out, aw.out));
   struct Tap {
     int64_t i0, i1;
@@ -372,7 +372,7 @@ Status shuffle(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* 
   shape[rk - 1] = ow;
   Tensor out = ctx.allocate(x.dtype(), shape);
   size_t es = dtype_size(x.dtype());
-  int64_t batch = prod(x.shape(), 0, rk - 3);
+  int64_t batch = dims_product(x.shape(), 0, rk - 3);
   const uint8_t* px = static_cast<const uint8_t*>(x.data());
   uint8_t* po = writable<uint8_t>(out);
   // Small-channel layout: out[b, oc, oy, ox] with oy = y*r + i, ox = x*r + j, and in channel

@@ -48,9 +48,9 @@ Status view_impl(const KernelArgs& args, std::vector<Tensor>* outputs, const cha
 Tensor take_along(KernelContext& ctx, const Tensor& x, size_t dim, int64_t start, int64_t count,
                   int64_t step, std::vector<int64_t> out_shape) {
   const size_t es = dtype_size(x.dtype());
-  int64_t outer = prod(x.shape(), 0, dim);
+  int64_t outer = dims_product(x.shape(), 0, dim);
   int64_t n = x.dim(dim);
-  int64_t inner = prod(x.shape(), dim + 1, x.rank());
+  int64_t inner = dims_product(x.shape(), dim + 1, x.rank());
   if ((outer == 1 || count == 0) && step == 1 && x.storage() != nullptr) {
     return Tensor(x.dtype(), std::move(out_shape), x.storage(),
                   x.storage_offset() + static_cast<size_t>(start * inner) * es);
@@ -89,9 +89,24 @@ Status flatten(KernelContext&, const KernelArgs& args, std::vector<Tensor>* outp
   KILN_ASSIGN_OR_RETURN(int64_t e, norm_dim(args.attr_int("end_dim", -1), r, "flatten"));
   if (s > e) return invalid_argument("flatten: start_dim {} is after end_dim {}", s, e);
   std::vector<int64_t> shape(x.shape().begin(), x.shape().begin() + s);
-  shape.push_back(prod(x.shape(), static_cast<size_t>(s), static_cast<size_t>(e) + 1));
+  shape.push_back(dims_product(x.shape(), static_cast<size_t>(s), static_cast<size_t>(e) + 1));
   shape.insert(shape.end(), x.shape().begin() + e + 1, x.shape().end());
   outputs->push_back(x.reshaped(shape));
+  return Status::Ok();
+}
+
+Status unflatten(KernelContext&, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, "unflatten", "self"));
+  const Tensor& x = args.tensor(0);
+  KILN_ASSIGN_OR_RETURN(
+      int64_t d, norm_dim(args.attr_int("dim", 0), static_cast<int64_t>(x.rank()), "unflatten"));
+  if (x.rank() == 0) return invalid_argument("unflatten: self is 0-d");
+  KILN_ASSIGN_OR_RETURN(auto sizes, infer_view_shape(args.attr_ints("sizes", {}),
+                                                     x.dim(static_cast<size_t>(d)), "unflatten"));
+  std::vector<int64_t> shape(x.shape().begin(), x.shape().begin() + d);
+  shape.insert(shape.end(), sizes.begin(), sizes.end());
+  shape.insert(shape.end(), x.shape().begin() + d + 1, x.shape().end());
+  outputs->push_back(x.reshaped(std::move(shape)));
   return Status::Ok();
 }
 
@@ -247,8 +262,8 @@ Status cat(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outp
   }
   Tensor out = ctx.allocate(dtype, shape);
   const size_t es = dtype_size(dtype);
-  int64_t outer = prod(shape, 0, static_cast<size_t>(dim));
-  int64_t inner = prod(shape, static_cast<size_t>(dim) + 1, shape.size());
+  int64_t outer = dims_product(shape, 0, static_cast<size_t>(dim));
+  int64_t inner = dims_product(shape, static_cast<size_t>(dim) + 1, shape.size());
   uint8_t* po = writable<uint8_t>(out);
   size_t out_row = static_cast<size_t>(shape[static_cast<size_t>(dim)] * inner) * es;
   size_t col = 0;

@@ -28,7 +28,7 @@ Tensor broadcast_to(KernelContext& ctx, const Tensor& src, const std::vector<int
 /// A 0-d tensor holding `v` as `dtype`.
 Tensor scalar_tensor(double v, DType dtype);
 /// Product of shape[begin, end).
-int64_t prod(const std::vector<int64_t>& shape, size_t begin, size_t end);
+int64_t dims_product(const std::vector<int64_t>& shape, size_t begin, size_t end);
 /// Strides (in elements) of a dense row-major tensor of `shape`.
 std::vector<int64_t> dense_strides(const std::vector<int64_t>& shape);
 

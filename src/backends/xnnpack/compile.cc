@@ -411,6 +411,7 @@ SupportResult check_node(const ExportedProgram& ep, const Node& n) {
     case OpId::kReshape:
     case OpId::kView:
     case OpId::kFlatten:
+    case OpId::kUnflatten:
       if (!layout_neutral(static_shape(*n.input(0))) || !layout_neutral(out)) {
         return no("a reshape to or from a rank-4 shape that would reorder the delegate's NHWC data");
       }
@@ -797,7 +798,8 @@ class Builder {
       }
       case OpId::kReshape:
       case OpId::kView:
-      case OpId::kFlatten: {
+      case OpId::kFlatten:
+      case OpId::kUnflatten: {
         std::optional<ActQuant> iq = quantized_input(n.input(0));
         if (!iq || !(*iq == oq) || act != nullptr) return false;
         auto dims = xnn_dims(out);
@@ -971,7 +973,8 @@ class Builder {
       }
       case OpId::kReshape:
       case OpId::kView:
-      case OpId::kFlatten: {
+      case OpId::kFlatten:
+      case OpId::kUnflatten: {
         KILN_ASSIGN_OR_RETURN(uint32_t x, value_of(n, n.input(0)));
         auto dims = xnn_dims(out);
         emit(fb::NodeKind::StaticReshape, n, {x}, {output_of(n)}, std::vector<int64_t>(dims.begin(), dims.end()));

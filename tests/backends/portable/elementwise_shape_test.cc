@@ -116,8 +116,24 @@ TEST(PortableReduce, SumMeanMaxArgmaxCumsum) {
   Tensor si = Call("sum").in(xi).run();
   EXPECT_EQ(si.dtype(), DType::kI64);
   EXPECT_EQ(values(si), (std::vector<double>{21}));
+  Tensor pi = Call("prod").in(xi).attr("dim", std::vector<int64_t>{0}).run();
+  EXPECT_EQ(pi.dtype(), DType::kI64);
+  EXPECT_EQ(values(pi), (std::vector<double>{4, 10, 18}));
+  EXPECT_EQ(values(Call("prod").in(x).run()), (std::vector<double>{720}));
   EXPECT_EQ(values(Call("cumsum").in(xi).attr("dim", int64_t{1}).run()), (std::vector<double>{1, 3, 6, 4, 9, 15}));
   EXPECT_EQ(values(Call("cumsum").in(x).attr("dim", int64_t{0}).run()), (std::vector<double>{1, 5, 3, 5, 7, 9}));
+  // ONNX's exclusive and reverse forms along dim 1 of [[1, 2, 3], [4, 5, 6]].
+  auto cumsum = [&](bool exclusive, bool reverse) {
+    return values(Call("cumsum")
+                      .in(xi)
+                      .attr("dim", int64_t{1})
+                      .attr("exclusive", exclusive)
+                      .attr("reverse", reverse)
+                      .run());
+  };
+  EXPECT_EQ(cumsum(true, false), (std::vector<double>{0, 1, 3, 0, 4, 9}));
+  EXPECT_EQ(cumsum(false, true), (std::vector<double>{6, 5, 3, 15, 11, 6}));
+  EXPECT_EQ(cumsum(true, true), (std::vector<double>{5, 3, 0, 11, 6, 0}));
 }
 
 TEST(PortableElementwise, MaximumMinimumPropagateNaNAndBroadcast) {
@@ -201,6 +217,13 @@ TEST(PortableShape, ViewsShareStorage) {
   EXPECT_EQ(r.shape(), (std::vector<int64_t>{6, 4}));
   EXPECT_TRUE(r.shares_storage_with(x));
   EXPECT_TRUE(Call("flatten").in(x).attr("start_dim", int64_t{1}).run().shares_storage_with(x));
+  Tensor u = Call("unflatten")
+                 .in(x)
+                 .attr("dim", int64_t{2})
+                 .attr("sizes", std::vector<int64_t>{2, -1})
+                 .run();
+  EXPECT_EQ(u.shape(), (std::vector<int64_t>{2, 3, 2, 2}));
+  EXPECT_TRUE(u.shares_storage_with(x));
   EXPECT_TRUE(Call("unsqueeze").in(x).attr("dim", int64_t{-1}).run().shares_storage_with(x));
   Tensor s0 = Call("slice").in(x).attr("dim", int64_t{0}).attr("start", int64_t{1}).run();
   EXPECT_TRUE(s0.shares_storage_with(x));
@@ -236,6 +259,46 @@ TEST(PortableShape, PermuteCatSplitSliceExpandPad) {
   EXPECT_EQ(values(Call("pad").in(row).attr("pad", std::vector<int64_t>{2, 2}).attr("mode", std::string("reflect")).run()), (std::vector<double>{3, 2, 1, 2, 3, 2, 1}));
   EXPECT_EQ(values(Call("pad").in(row).attr("pad", std::vector<int64_t>{1, 1, 1, 0}).attr("mode", std::string("replicate")).run()), (std::vector<double>{1, 1, 2, 3, 3, 1, 1, 2, 3, 3}));
   EXPECT_EQ(values(Call("pad").in(row).attr("pad", std::vector<int64_t>{-1, 0}).run()), (std::vector<double>{2, 3}));
+}
+
+TEST(PortableIndex, ScatterScatterNdGatherNd) {
+  Tensor x = make(DType::kF32, {2, 3}, {0, 1, 2, 3, 4, 5});
+  // Duplicate targets apply in order: the later update wins, or both add.
+  Tensor index = make(DType::kI64, {2, 2}, {1, -1, 1, 0});
+  Tensor src = make(DType::kF32, {2, 2}, {10, 20, 30, 40});
+  EXPECT_EQ(values(Call("scatter").in(x).in(index).in(src).attr("dim", int64_t{1}).run()),
+            (std::vector<double>{0, 10, 20, 40, 30, 5}));
+  EXPECT_EQ(values(Call("scatter")
+                       .in(x)
+                       .in(make(DType::kI64, {1, 2}, {1, 1}))
+                       .in(src)
+                       .attr("dim", int64_t{1})
+                       .attr("reduce", std::string("add"))
+                       .run()),
+            (std::vector<double>{0, 31, 2, 3, 4, 5}));
+  auto far = Call("scatter")
+                 .in(x)
+                 .in(make(DType::kI64, {1, 1}, {3}))
+                 .in(src)
+                 .attr("dim", int64_t{1})
+                 .try_run();
+  ASSERT_FALSE(far.ok());
+  EXPECT_NE(far.status().message().find("index 3 is out of range for size 3"), std::string::npos);
+  // scatter_nd: rows by index, max-combined; gather_nd reads them back.
+  Tensor rows = make(DType::kI64, {2, 1}, {1, 0});
+  Tensor upd = make(DType::kF32, {2, 3}, {9, -1, 9, -1, 9, -1});
+  EXPECT_EQ(
+      values(Call("scatter_nd").in(x).in(rows).in(upd).attr("reduce", std::string("max")).run()),
+      (std::vector<double>{0, 9, 2, 9, 4, 9}));
+  EXPECT_EQ(values(Call("gather_nd").in(x).in(make(DType::kI64, {2, 2}, {1, 2, 0, -3})).run()),
+            (std::vector<double>{5, 0}));
+  Tensor batched = Call("gather_nd")
+                       .in(x)
+                       .in(make(DType::kI64, {2, 1}, {2, 0}))
+                       .attr("batch_dims", int64_t{1})
+                       .run();
+  EXPECT_EQ(batched.shape(), (std::vector<int64_t>{2}));
+  EXPECT_EQ(values(batched), (std::vector<double>{2, 3}));
 }
 
 TEST(PortableIndex, GatherIndexSelectEmbeddingIndexPut) {

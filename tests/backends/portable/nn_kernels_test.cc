@@ -332,5 +332,87 @@ TEST(PortableResize, BilinearAlignCornersBothWaysAndNearest) {
   EXPECT_EQ(ps.scalar_at(1), src.scalar_at(1 * 6));
 }
 
+// An RNN with identity activation and unit weights sums its inputs: every rule about time order,
+// sequence lengths and directions shows in the numbers. seq 3, batch 2 (lengths 3 and 1).
+TEST(PortableRecurrent, RnnSequenceLengthsAndDirections) {
+  Tensor x = make(DType::kF32, {3, 2, 1}, {1, 10, 2, 20, 3, 30});
+  Tensor lens = make(DType::kI32, {2}, {3, 1});
+  auto rnn = [&](const char* direction, int64_t dirs) {
+    Call call("rnn");
+    call.in(x)
+        .in(make(DType::kF32, {dirs, 1, 1}, std::vector<double>(dirs, 1.0)))
+        .in(make(DType::kF32, {dirs, 1, 1}, std::vector<double>(dirs, 1.0)))
+        .none()
+        .in(lens)
+        .none()
+        .attr("hidden_size", int64_t{1})
+        .attr("direction", std::string(direction))
+        .attr("activations", std::string("affine"));
+    auto out = call.try_run();
+    EXPECT_TRUE(out.ok()) << (out.ok() ? "" : out.status().message());
+    return out.ok() ? *out : std::vector<Tensor>{};
+  };
+  auto fwd = rnn("forward", 1);
+  ASSERT_EQ(fwd.size(), 2u);
+  EXPECT_EQ(fwd[0].shape(), (std::vector<int64_t>{3, 1, 2, 1}));
+  EXPECT_EQ(values(fwd[0]), (std::vector<double>{1, 10, 3, 0, 6, 0}));  // zero past length 1
+  EXPECT_EQ(values(fwd[1]), (std::vector<double>{6, 10}));
+  // Reverse runs each row from its own last step.
+  auto rev = rnn("reverse", 1);
+  ASSERT_EQ(rev.size(), 2u);
+  EXPECT_EQ(values(rev[0]), (std::vector<double>{6, 10, 5, 0, 3, 0}));
+  EXPECT_EQ(values(rev[1]), (std::vector<double>{6, 10}));
+  auto both = rnn("bidirectional", 2);
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(values(both[0]), (std::vector<double>{1, 10, 6, 10, 3, 0, 5, 0, 6, 0, 3, 0}));
+  EXPECT_EQ(values(both[1]), (std::vector<double>{6, 10, 6, 10}));
+  // Lengths past the sequence are an error naming the row.
+  Call bad("rnn");
+  bad.in(x)
+      .in(make(DType::kF32, {1, 1, 1}, {1}))
+      .in(make(DType::kF32, {1, 1, 1}, {1}))
+      .none()
+      .in(make(DType::kI32, {2}, {4, 1}))
+      .none()
+      .attr("hidden_size", int64_t{1});
+  auto r = bad.try_run();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("sequence_lens[0] is 4, outside [0, 3]"), std::string::npos)
+      << r.status().message();
+}
+
+// One LSTM step by hand: i = sigmoid(x + h), peepholes add p * c to i and f, and o sees the new c.
+TEST(PortableRecurrent, LstmStepWithPeepholesAndClip) {
+  // hidden 1, input 1, W = R = 1 for every gate (i o f c), bias 0.1 on the input side.
+  Tensor x = make(DType::kF32, {1, 1, 1}, {0.5});
+  Tensor w = make(DType::kF32, {1, 4, 1}, {1, 1, 1, 1});
+  Tensor bias = make(DType::kF32, {1, 8}, {0.1, 0.1, 0.1, 0.1, 0, 0, 0, 0});
+  Tensor h0 = make(DType::kF32, {1, 1, 1}, {0.25}), c0 = make(DType::kF32, {1, 1, 1}, {-1});
+  Tensor p = make(DType::kF32, {1, 3}, {0.5, 2, -0.5});  // i o f
+  Call call("lstm");
+  call.in(x)
+      .in(w)
+      .in(w)
+      .in(bias)
+      .none()
+      .in(h0)
+      .in(c0)
+      .in(p)
+      .attr("hidden_size", int64_t{1})
+      .attr("clip", 0.7);
+  auto out = call.try_run();
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ASSERT_EQ(out->size(), 3u);
+  auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };
+  auto clip = [](double v) { return std::clamp(v, -0.7, 0.7); };
+  double pre = 0.5 + 0.25 + 0.1;  // x w + h r + bias, the same for every gate
+  double i = sig(clip(pre + 0.5 * -1)), f = sig(clip(pre + -0.5 * -1)), g = std::tanh(clip(pre));
+  double c = f * -1 + i * g;
+  double o = sig(clip(pre + 2 * c));
+  EXPECT_NEAR((*out)[0].scalar_at(0), o * std::tanh(c), 1e-6);
+  EXPECT_NEAR((*out)[1].scalar_at(0), o * std::tanh(c), 1e-6);
+  EXPECT_NEAR((*out)[2].scalar_at(0), c, 1e-6);
+}
+
 }  // namespace
 }  // namespace kiln::portable::testing

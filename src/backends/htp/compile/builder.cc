@@ -671,7 +671,12 @@ Status Builder::emit(Node* n) {
               QnnParam::scalar_float("epsilon", n->kwarg_float("eps"))});
       return Status::Ok();
     }
-    case OpId::kView: case OpId::kReshape: case OpId::kFlatten: case OpId::kSqueeze: case OpId::kUnsqueeze:
+    case OpId::kView:
+    case OpId::kReshape:
+    case OpId::kFlatten:
+    case OpId::kUnflatten:
+    case OpId::kSqueeze:
+    case OpId::kUnsqueeze:
       return unary("Reshape");
     case OpId::kPermute: case OpId::kTranspose: {
       std::vector<int64_t> perm(rank);
@@ -826,7 +831,11 @@ bool has_builder(OpId op) {
     case OpId::kSilu: case OpId::kLeakyRelu: case OpId::kExp: case OpId::kLog: case OpId::kSqrt:
     case OpId::kRsqrt: case OpId::kNeg: case OpId::kAbs: case OpId::kErf: case OpId::kSoftmax:
     case OpId::kLogSoftmax: case OpId::kMean: case OpId::kLayerNorm: case OpId::kView: case OpId::kReshape:
-    case OpId::kFlatten: case OpId::kSqueeze: case OpId::kUnsqueeze: case OpId::kPermute:
+    case OpId::kFlatten:
+    case OpId::kUnflatten:
+    case OpId::kSqueeze:
+    case OpId::kUnsqueeze:
+    case OpId::kPermute:
     case OpId::kTranspose: case OpId::kCat: case OpId::kSlice: case OpId::kSelect:
     case OpId::kQuantizePerTensor: case OpId::kDequantizePerTensor: case OpId::kDequantizePerChannel:
       return true;

@@ -52,7 +52,7 @@ Result<bool> decompose_node(ExportedProgram& program, Node* n) {
     KILN_ASSIGN_OR_RETURN(by, add_call_at(g, n, OpId::kPermute, {x}, {{"dims", dims}}));
   } else if (n->is_call(OpId::kView)) {
     KILN_ASSIGN_OR_RETURN(by, add_call_at(g, n, OpId::kReshape, {x}, {{"shape", n->kwarg("size").to_ints()}}));
-  } else if (n->is_call(OpId::kFlatten)) {
+  } else if (n->is_call(OpId::kFlatten) || n->is_call(OpId::kUnflatten)) {
     auto shape = static_shape_of(n);
     if (!shape) return false;
     KILN_ASSIGN_OR_RETURN(by, add_call_at(g, n, OpId::kReshape, {x}, {{"shape", *shape}}));

@@ -25,6 +25,7 @@ bool is_redundant(const Node* n) {
     case OpId::kView:
     case OpId::kReshape:
     case OpId::kFlatten:
+    case OpId::kUnflatten:
     case OpId::kExpand:
       return true;
     case OpId::kPermute: return is_identity_dims(n->kwarg("dims").to_ints());
