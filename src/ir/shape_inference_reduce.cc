@@ -88,6 +88,25 @@ Status infer_argmax(const Node& node, SpecList* out) {
   return Status::Ok();
 }
 
+Status infer_topk(const Node& node, SpecList* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  KILN_RETURN_IF_ERROR(expect_numeric("self", self));
+  int64_t d = 0;
+  KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim"), self.rank(), "dim", &d));
+  const int64_t k = node.kwarg_int("k");
+  const Dim& n = self.shape[static_cast<size_t>(d)];
+  if (k < 0 || (n.is_static() && k > n.value())) {
+    return invalid_argument("argument 'k': got {}, expected 0 to the size of dim {} of self {}", k,
+                            d, self.to_string());
+  }
+  Shape shape = self.shape;
+  shape[static_cast<size_t>(d)] = Dim(k);
+  out->clear();
+  out->emplace_back(self.dtype, shape);
+  out->emplace_back(DType::kI64, shape);
+  return Status::Ok();
+}
+
 Status infer_cumsum(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   int64_t d = 0;

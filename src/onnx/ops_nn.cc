@@ -258,6 +258,244 @@ Status convert_matmul(Importer& im) {
   return Status::Ok();
 }
 
+// ---- Einsum: operands contracted pairwise, each pair as one batched matmul between permutes,
+// flattens and unflattens (symbolic sizes welcome, one per group of labels).
+
+// An operand of an einsum: its node, a label per dim and the dims' sizes.
+struct EinsumTerm {
+  Node* node = nullptr;
+  std::vector<int> labels;
+  std::vector<Dim> shape;
+};
+
+// Sizes of `dims` for unflatten: static values, at most one symbolic (-1).
+Result<std::vector<int64_t>> unflatten_sizes(const std::vector<Dim>& dims) {
+  std::vector<int64_t> sizes;
+  for (const Dim& d : dims) {
+    if (!d.is_static() && std::count(sizes.begin(), sizes.end(), -1) > 0) {
+      return unsupported("einsum groups two symbolic dims ({}) together",
+                         TensorSpec(DType::kF32, Shape(dims.begin(), dims.end())).to_string());
+    }
+    sizes.push_back(d.is_static() ? d.value() : -1);
+  }
+  return sizes;
+}
+
+// Sums out the labels of `t` that `keep` does not hold.
+Result<EinsumTerm> einsum_sum_out(Importer& im, EinsumTerm t, const std::vector<int>& keep) {
+  std::vector<int64_t> dims;
+  EinsumTerm out{nullptr, {}, {}};
+  for (size_t i = 0; i < t.labels.size(); ++i) {
+    if (std::find(keep.begin(), keep.end(), t.labels[i]) == keep.end()) {
+      dims.push_back(static_cast<int64_t>(i));
+    } else {
+      out.labels.push_back(t.labels[i]);
+      out.shape.push_back(t.shape[i]);
+    }
+  }
+  if (dims.empty()) return t;
+  KILN_ASSIGN_OR_RETURN(out.node,
+                        im.call(OpId::kSum, {t.node}, {{"dim", dims}, {"keepdim", false}}));
+  return out;
+}
+
+// t permuted to `order` (labels), as a node.
+Result<Node*> einsum_permute(Importer& im, const EinsumTerm& t, const std::vector<int>& order) {
+  std::vector<int64_t> perm;
+  for (int l : order) {
+    perm.push_back(std::find(t.labels.begin(), t.labels.end(), l) - t.labels.begin());
+  }
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i) {
+    identity = identity && perm[i] == static_cast<int64_t>(i);
+  }
+  if (identity) return t.node;
+  return im.call(OpId::kPermute, {t.node}, {{"dims", perm}});
+}
+
+// Dims [start, start + count) of x as one: a flatten, or a new size-1 dim when count is 0.
+Result<Node*> einsum_group(Importer& im, Node* x, int64_t start, size_t count) {
+  if (count == 0) return im.call(OpId::kUnsqueeze, {x}, {{"dim", start}});
+  if (count == 1) return x;
+  return im.call(OpId::kFlatten, {x},
+                 {{"start_dim", start}, {"end_dim", start + static_cast<int64_t>(count) - 1}});
+}
+
+// Undoes einsum_group on dim `at` of x for a group of `dims`.
+Result<Node*> einsum_ungroup(Importer& im, Node* x, int64_t at, const std::vector<Dim>& dims) {
+  if (dims.empty()) return im.call(OpId::kSqueeze, {x}, {{"dim", std::vector<int64_t>{at}}});
+  if (dims.size() == 1) return x;
+  KILN_ASSIGN_OR_RETURN(auto sizes, unflatten_sizes(dims));
+  return im.call(OpId::kUnflatten, {x}, {{"dim", at}, {"sizes", sizes}});
+}
+
+// a x b over their shared labels, keeping the labels in `keep` (the output's and later
+// operands'): [batch, m, k] @ [batch, k, n] -> [batch, m, n].
+Result<EinsumTerm> einsum_contract(Importer& im, EinsumTerm a, EinsumTerm b,
+                                   const std::vector<int>& keep) {
+  auto has = [](const std::vector<int>& v, int l) {
+    return std::find(v.begin(), v.end(), l) != v.end();
+  };
+  std::vector<int> keep_a = keep, keep_b = keep;
+  keep_a.insert(keep_a.end(), b.labels.begin(), b.labels.end());
+  keep_b.insert(keep_b.end(), a.labels.begin(), a.labels.end());
+  KILN_ASSIGN_OR_RETURN(a, einsum_sum_out(im, std::move(a), keep_a));
+  KILN_ASSIGN_OR_RETURN(b, einsum_sum_out(im, std::move(b), keep_b));
+  std::vector<int> batch, m, k, n;
+  std::vector<Dim> batch_dims, m_dims, n_dims;
+  for (size_t i = 0; i < a.labels.size(); ++i) {
+    int l = a.labels[i];
+    if (!has(b.labels, l)) {
+      m.push_back(l);
+      m_dims.push_back(a.shape[i]);
+    } else if (has(keep, l)) {
+      batch.push_back(l);
+      const Dim& bd = b.shape[std::find(b.labels.begin(), b.labels.end(), l) - b.labels.begin()];
+      batch_dims.push_back(a.shape[i] == Dim(1) ? bd : a.shape[i]);
+    } else {
+      k.push_back(l);
+    }
+  }
+  for (size_t i = 0; i < b.labels.size(); ++i) {
+    if (!has(a.labels, b.labels[i])) {
+      n.push_back(b.labels[i]);
+      n_dims.push_back(b.shape[i]);
+    }
+  }
+  const int64_t nb = static_cast<int64_t>(batch.size());
+  std::vector<int> order_a = batch, order_b = batch;
+  order_a.insert(order_a.end(), m.begin(), m.end());
+  order_a.insert(order_a.end(), k.begin(), k.end());
+  order_b.insert(order_b.end(), k.begin(), k.end());
+  order_b.insert(order_b.end(), n.begin(), n.end());
+  KILN_ASSIGN_OR_RETURN(Node * x, einsum_permute(im, a, order_a));
+  KILN_ASSIGN_OR_RETURN(x, einsum_group(im, x, nb, m.size()));
+  KILN_ASSIGN_OR_RETURN(x, einsum_group(im, x, nb + 1, k.size()));
+  KILN_ASSIGN_OR_RETURN(Node * y, einsum_permute(im, b, order_b));
+  KILN_ASSIGN_OR_RETURN(y, einsum_group(im, y, nb, k.size()));
+  KILN_ASSIGN_OR_RETURN(y, einsum_group(im, y, nb + 1, n.size()));
+  KILN_ASSIGN_OR_RETURN(Node * p, im.call(OpId::kMatmul, {x, y}));
+  KILN_ASSIGN_OR_RETURN(p, einsum_ungroup(im, p, nb + 1, n_dims));
+  KILN_ASSIGN_OR_RETURN(p, einsum_ungroup(im, p, nb, m_dims));
+  EinsumTerm out{p, batch, batch_dims};
+  out.labels.insert(out.labels.end(), m.begin(), m.end());
+  out.labels.insert(out.labels.end(), n.begin(), n.end());
+  out.shape.insert(out.shape.end(), m_dims.begin(), m_dims.end());
+  out.shape.insert(out.shape.end(), n_dims.begin(), n_dims.end());
+  return out;
+}
+
+// Labels of one side of an einsum equation: letters as 0..51, the dims an ellipsis covers as
+// kEllipsis + k (k counted so that they align right across operands).
+constexpr int kEllipsis = 100;
+
+Result<std::vector<int>> einsum_labels(std::string_view side, size_t rank, size_t ellipsis_dims,
+                                       std::string_view what) {
+  std::vector<int> labels;
+  size_t dots = side.find("...");
+  size_t letters = side.size() - (dots == std::string_view::npos ? 0 : 3);
+  if (dots == std::string_view::npos ? letters != rank : letters > rank) {
+    return invalid_argument("einsum {} '{}' does not fit rank {}", what, side, rank);
+  }
+  const size_t covered = rank - letters;
+  for (size_t i = 0; i < side.size(); ++i) {
+    if (i == dots) {
+      for (size_t j = 0; j < covered; ++j) {
+        labels.push_back(kEllipsis + static_cast<int>(ellipsis_dims - covered + j));
+      }
+      i += 2;
+      continue;
+    }
+    char c = side[i];
+    if (c >= 'a' && c <= 'z') {
+      labels.push_back(c - 'a');
+    } else if (c >= 'A' && c <= 'Z') {
+      labels.push_back(26 + c - 'A');
+    } else {
+      return invalid_argument("einsum {} '{}' has '{}', expected letters and one '...'", what, side,
+                              c);
+    }
+  }
+  return labels;
+}
+
+Status convert_einsum(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(std::string eq, im.attr_str("equation", ""));
+  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+  const size_t arrow = eq.find("->");
+  std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> sides;
+  for (size_t start = 0;;) {
+    size_t comma = lhs.find(',', start);
+    sides.push_back(lhs.substr(start, comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (sides.size() != im.num_inputs()) {
+    return invalid_argument("equation '{}' has {} operands for {} inputs", eq, sides.size(),
+                            im.num_inputs());
+  }
+  std::vector<EinsumTerm> terms;
+  size_t ellipsis_dims = 0;
+  std::vector<TensorSpec> specs;
+  for (size_t i = 0; i < sides.size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(TensorSpec s, im.input_spec(i));
+    size_t dots = sides[i].find("...");
+    if (dots != std::string::npos && s.rank() + 3 >= sides[i].size()) {
+      ellipsis_dims = std::max(ellipsis_dims, s.rank() + 3 - sides[i].size());
+    }
+    specs.push_back(s);
+  }
+  std::vector<int> count(kEllipsis + 64, 0);
+  for (size_t i = 0; i < sides.size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(auto labels,
+                          einsum_labels(sides[i], specs[i].rank(), ellipsis_dims, "operand"));
+    std::vector<int> seen;
+    for (int l : labels) {
+      if (std::find(seen.begin(), seen.end(), l) != seen.end()) {
+        return unsupported("equation '{}' repeats a label within operand {} (a diagonal)", eq, i);
+      }
+      seen.push_back(l);
+      ++count[static_cast<size_t>(l)];
+    }
+    KILN_ASSIGN_OR_RETURN(Node * n, im.input(i));
+    terms.push_back({n, labels, std::vector<Dim>(specs[i].shape.begin(), specs[i].shape.end())});
+  }
+  // The output: as written, or the ellipsis dims then the labels used once, alphabetically.
+  std::vector<int> out;
+  if (arrow != std::string::npos) {
+    std::string rhs = eq.substr(arrow + 2);
+    size_t letters = rhs.size() - (rhs.find("...") == std::string::npos ? 0 : 3);
+    KILN_ASSIGN_OR_RETURN(
+        out,
+        einsum_labels(rhs, letters + (rhs.find("...") == std::string::npos ? 0 : ellipsis_dims),
+                      ellipsis_dims, "output"));
+  } else {
+    for (size_t j = 0; j < ellipsis_dims; ++j) out.push_back(kEllipsis + static_cast<int>(j));
+    for (int l = 0; l < 52; ++l) {
+      if (count[static_cast<size_t>(l)] == 1) out.push_back(l);
+    }
+  }
+  for (int l : out) {
+    if (count[static_cast<size_t>(l)] == 0) {
+      return invalid_argument("equation '{}' outputs a label no operand has", eq);
+    }
+  }
+  // Contract left to right, keeping what the output and the operands still to come need.
+  EinsumTerm acc = terms[0];
+  for (size_t i = 1; i < terms.size(); ++i) {
+    std::vector<int> keep = out;
+    for (size_t j = i + 1; j < terms.size(); ++j) {
+      keep.insert(keep.end(), terms[j].labels.begin(), terms[j].labels.end());
+    }
+    KILN_ASSIGN_OR_RETURN(acc, einsum_contract(im, std::move(acc), terms[i], keep));
+  }
+  KILN_ASSIGN_OR_RETURN(acc, einsum_sum_out(im, std::move(acc), out));
+  KILN_ASSIGN_OR_RETURN(Node * y, einsum_permute(im, acc, out));
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
 Status no_extra_outputs(Importer& im, std::string_view what) {
   for (size_t i = 1; i < im.num_outputs(); ++i) {
     if (im.output_used(i)) return unsupported("output {} ({}) is not supported", i, what);
@@ -813,6 +1051,7 @@ constexpr OpEntry kNnOps[] = {
     {"ConvTranspose", convert_conv_transpose},
     {"Gemm", convert_gemm},
     {"MatMul", convert_matmul},
+    {"Einsum", convert_einsum},
     {"BatchNormalization", convert_batch_norm},
     {"LayerNormalization", convert_layer_norm},
     {"InstanceNormalization", convert_instance_norm},

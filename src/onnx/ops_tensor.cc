@@ -582,6 +582,26 @@ Status convert_cumsum(Importer& im) {
   return forward_keep_dtype(im, y, xs.dtype);
 }
 
+// TopK as kiln's topk (values and indices, always sorted: ONNX leaves the order free when
+// sorted=0).
+Status convert_top_k(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
+  KILN_ASSIGN_OR_RETURN(auto k, im.require_ints(1, "input 'K'"));
+  if (k.size() != 1) return invalid_argument("input 'K' must hold one value");
+  KILN_ASSIGN_OR_RETURN(int64_t axis, im.attr_int("axis", -1));
+  KILN_RETURN_IF_ERROR(normalize_axis(&axis, r, "attribute 'axis'"));
+  KILN_ASSIGN_OR_RETURN(int64_t largest, im.attr_int("largest", 1));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(
+      Node * t, im.call(OpId::kTopk, {x}, {{"k", k[0]}, {"dim", axis}, {"largest", largest != 0}}));
+  for (size_t i = 0; i < std::min<size_t>(im.num_outputs(), 2); ++i) {
+    if (!im.output_used(i)) continue;
+    KILN_ASSIGN_OR_RETURN(Node * g, im.call(OpId::kGetitem, {t, static_cast<int64_t>(i)}));
+    im.set_output(i, g);
+  }
+  return Status::Ok();
+}
+
 // ScatterElements, ScatterND and GatherND as kiln's scatter / scatter_nd / gather_nd.
 Status convert_scatter_elements(Importer& im) {
   KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
@@ -740,6 +760,7 @@ constexpr OpEntry kTensorOps[] = {
     {"Trilu", convert_trilu},
     {"CumSum", convert_cumsum},
     {"OneHot", convert_one_hot},
+    {"TopK", convert_top_k},
     {"ScatterElements", convert_scatter_elements},
     {"ScatterND", convert_scatter_nd},
     {"GatherND", convert_gather_nd},

@@ -37,12 +37,14 @@ class Case:
 def case(name, op, inputs, out_type=F, inits=None, n_out=1, opset=OPSET, int_tol=0, order=None,
          **attrs):
     """One node `op` reading `inputs` (name -> array) and `inits` (name -> array), in that order
-    unless `order` lists the input names ("" for an absent optional input)."""
+    unless `order` lists the input names ("" for an absent optional input). `out_type` is one
+    type for every output or a list of one per output."""
     inits = inits or {}
     names = order if order is not None else list(inputs) + list(inits)
     outs = [f"out{i}" for i in range(n_out)]
+    types = out_type if isinstance(out_type, list) else [out_type] * n_out
     node = helper.make_node(op, names, outs, **attrs)
-    return Case(name, [node], inputs, [(o, out_type) for o in outs], inits, opset, int_tol)
+    return Case(name, [node], inputs, list(zip(outs, types)), inits, opset, int_tol)
 
 
 def cases():
@@ -68,6 +70,12 @@ def cases():
              beta=2.0),
         case("matmul_batched", "MatMul", {"a": w(2, 3, 4, 5), "b": w(2, 3, 5, 6)}),
         case("matmul_shared", "MatMul", {"a": w(2, 7, 5)}, inits={"b": w(5, 3)}),
+        case("einsum_attention", "Einsum", {"q": w(2, 3, 5, 4), "k": w(2, 3, 6, 4)},
+             equation="bhqd,bhkd->bhqk"),
+        case("einsum_ellipsis_three", "Einsum", {"a": w(2, 3, 4), "b": w(4, 5), "c": w(5)},
+             equation="...ij,jk,k->...i"),
+        case("topk", "TopK", {"x": w(3, 7)}, inits={"k": i64(4)}, n_out=2,
+             out_type=[F, TensorProto.INT64], axis=-1, largest=1),
         case("add_broadcast", "Add", {"a": x2, "b": row}),
         case("sub", "Sub", {"a": x2, "b": y2}),
         case("mul", "Mul", {"a": x2, "b": row}),

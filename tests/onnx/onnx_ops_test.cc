@@ -605,6 +605,24 @@ std::vector<OpCase> cases() {
                  b.node("MeanVarianceNormalization", {"x"}, {"y"});
                },
                {"mean", "sub", "mul", "mean", "add", "sqrt", "div"}, "f32[2, 3, 4, 4]"});
+  c.push_back({"TopKIndices", 11, [](B& b) {
+                 b.input("x", {3, 8});
+                 b.init_ints("k", {2});
+                 b.node("TopK", {"x", "k"}, {"", "y"});
+               },
+               {"topk", "getitem"}, "i64[3, 2]"});
+  c.push_back({"EinsumIsABatchedMatmul", 12, [](B& b) {
+                 b.input("q", {2, 3, 5, 4}).input("k", {2, 3, 6, 4});
+                 auto& n = b.node("Einsum", {"q", "k"}, {"y"});
+                 B::attr_str(n, "equation", "bhqd,bhkd->bhqk");
+               },
+               {"permute", "matmul"}, "f32[2, 3, 5, 6]"});
+  c.push_back({"EinsumSumsAndGroupsLabels", 12, [](B& b) {
+                 b.input("a", {2, 3, 4, 7}).input("c", {3, 4, 5});
+                 auto& n = b.node("Einsum", {"a", "c"}, {"y"});
+                 B::attr_str(n, "equation", "bijz,ijk->kb");  // z summed out, i and j contracted together
+               },
+               {"sum", "flatten", "flatten", "matmul", "permute"}, "f32[5, 2]"});
   return c;
 }
 

@@ -25,7 +25,7 @@
   X(batch_norm, kF32) X(layer_norm, kF32) X(group_norm, kF32) X(rms_norm, kF32)            \
   X(softmax, kF32) X(log_softmax, kF32)                                                    \
   X(mean, kF32) X(sum, kF32) X(prod, kF32) X(amax, kF32) X(amin, kF32) X(argmax, kF32)    \
-  X(argmin, kF32) X(cumsum, kF32)                                                          \
+  X(argmin, kF32) X(cumsum, kF32) X(topk, kF64)                                           \
   X(view, kAny) X(reshape, kAny) X(permute, kAny) X(transpose, kAny) X(squeeze, kAny)      \
   X(unsqueeze, kAny) X(flatten, kAny) X(unflatten, kAny) X(expand, kAny) X(cat, kAny)      \
   X(split, kAny)                                                                           \

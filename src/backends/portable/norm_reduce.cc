@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "kernel_list.h"
 #include "util.h"
@@ -398,6 +399,67 @@ Status argmax(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* o
 
 Status argmin(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
   return arg_extreme<false>(ctx, args, outputs);
+}
+
+Status topk(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, "topk", "self"));
+  Tensor x = args.tensor(0);
+  if (x.dtype() == DType::kBool) x = convert(ctx, x, DType::kU8);
+  KILN_ASSIGN_OR_RETURN(int64_t dim,
+                        norm_dim(args.attr_int("dim", -1), static_cast<int64_t>(x.rank()), "topk"));
+  const int64_t k = args.attr_int("k", 0);
+  const bool largest = args.attr_bool("largest", true);
+  const size_t d = static_cast<size_t>(dim);
+  const int64_t n = x.rank() == 0 ? 1 : x.dim(d);
+  if (k < 0 || k > n) {
+    return invalid_argument("topk: k {} is outside [0, {}] for dim {} of [{}]", k, n, dim,
+                            fmt::join(x.shape(), ", "));
+  }
+  std::vector<int64_t> shape = x.shape();
+  if (!shape.empty()) shape[d] = k;
+  Tensor values = ctx.allocate(x.dtype(), shape);
+  Tensor indices = ctx.allocate(DType::kI64, shape);
+  const int64_t inner = dims_product(x.shape(), d + 1, x.rank()),
+                outer = dims_product(x.shape(), 0, d);
+  bool ok = dispatch_arith(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T* px = x.data_as<T>();
+    T* pv = writable<T>(values);
+    int64_t* pi = writable<int64_t>(indices);
+    // Larger first (NaN largest), equal values by lower index; reversed for the smallest.
+    auto before = [&](const T* row, int64_t a, int64_t b) {
+      T va = row[a * inner], vb = row[b * inner];
+      if constexpr (std::is_floating_point_v<T>) {
+        if (std::isnan(va) || std::isnan(vb)) {
+          if (std::isnan(va) && std::isnan(vb)) return a < b;
+          return largest == static_cast<bool>(std::isnan(va));
+        }
+      }
+      if (va != vb) return largest ? va > vb : va < vb;
+      return a < b;
+    };
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t in = 0; in < inner; ++in) {
+        const T* row = px + o * n * inner + in;
+        std::iota(order.begin(), order.end(), int64_t{0});
+        std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                          [&](int64_t a, int64_t b) { return before(row, a, b); });
+        for (int64_t j = 0; j < k; ++j) {
+          const int64_t at = (o * k + j) * inner + in;
+          pv[at] = row[order[static_cast<size_t>(j)] * inner];
+          pi[at] = order[static_cast<size_t>(j)];
+        }
+      }
+    }
+  });
+  if (!ok) return unsupported("topk: dtype {} is not supported", dtype_name(x.dtype()));
+  if (values.dtype() != args.tensor(0).dtype()) {
+    values = convert(ctx, values, args.tensor(0).dtype());
+  }
+  outputs->push_back(std::move(values));
+  outputs->push_back(std::move(indices));
+  return Status::Ok();
 }
 
 Status cumsum(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {

@@ -261,6 +261,19 @@ TEST(PortableShape, PermuteCatSplitSliceExpandPad) {
   EXPECT_EQ(values(Call("pad").in(row).attr("pad", std::vector<int64_t>{-1, 0}).run()), (std::vector<double>{2, 3}));
 }
 
+TEST(PortableReduce, TopkOrdersTiesByIndexAndNanFirst) {
+  Tensor x = make(DType::kF32, {2, 4}, {1, 3, 3, 2, 5, NAN, -1, 5});
+  auto out = Call("topk").in(x).attr("k", int64_t{3}).try_run();
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ASSERT_EQ(out->size(), 2u);
+  EXPECT_EQ(values((*out)[1]), (std::vector<double>{1, 2, 3, 1, 0, 3}));
+  EXPECT_EQ((*out)[0].scalar_at(0), 3);
+  EXPECT_TRUE(std::isnan((*out)[0].scalar_at(3)));
+  auto small = Call("topk").in(x).attr("k", int64_t{2}).attr("dim", int64_t{0}).attr("largest", false).try_run();
+  ASSERT_TRUE(small.ok()) << small.status().message();
+  EXPECT_EQ(values((*small)[1]), (std::vector<double>{0, 0, 1, 0, 1, 1, 0, 1}));
+}
+
 TEST(PortableIndex, ScatterScatterNdGatherNd) {
   Tensor x = make(DType::kF32, {2, 3}, {0, 1, 2, 3, 4, 5});
   // Duplicate targets apply in order: the later update wins, or both add.
