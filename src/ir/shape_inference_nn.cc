@@ -575,21 +575,6 @@ Status infer_upsample2d(const Node& node, SpecList* out) {
   return single(out, self.dtype, std::move(shape));
 }
 
-namespace {
-
-// Fails unless `s` has `want`'s rank and dims that may equal it.
-Status expect_shape(std::string_view arg, const TensorSpec& s, const Shape& want) {
-  bool ok = s.rank() == want.size();
-  for (size_t i = 0; ok && i < want.size(); ++i) ok = dims_compatible(s.shape[i], want[i]);
-  if (!ok) {
-    return invalid_argument("argument '{}': got {}, expected shape {}", arg, s.to_string(),
-                            shape_string(want));
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
 Status infer_recurrent(const Node& node, SpecList* out) {
   const bool lstm = node.is_call(OpId::kLstm), gru = node.is_call(OpId::kGru);
   const int64_t gates = lstm ? 4 : gru ? 3 : 1;

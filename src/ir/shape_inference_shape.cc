@@ -460,12 +460,7 @@ Status infer_scatter_nd(const Node& node, SpecList* out) {
   }
   Shape want(indices.shape.begin(), indices.shape.end() - 1);
   want.insert(want.end(), self.shape.begin() + indices.shape.back().value(), self.shape.end());
-  bool ok = updates.rank() == want.size();
-  for (size_t i = 0; ok && i < want.size(); ++i) ok = dims_compatible(updates.shape[i], want[i]);
-  if (!ok) {
-    return invalid_argument("argument 'updates': got {}, expected shape {}", updates.to_string(),
-                            shape_string(want));
-  }
+  KILN_RETURN_IF_ERROR(expect_shape("updates", updates, want));
   return single(out, self.dtype, self.shape);
 }
 

@@ -274,4 +274,14 @@ Status begin_end_padding(std::string_view arg, const std::vector<int64_t>& v, si
   return Status::Ok();
 }
 
+Status expect_shape(std::string_view arg, const TensorSpec& s, const Shape& want) {
+  bool ok = s.rank() == want.size();
+  for (size_t i = 0; ok && i < want.size(); ++i) ok = dims_compatible(s.shape[i], want[i]);
+  if (!ok) {
+    return invalid_argument("argument '{}': got {}, expected shape {}", arg, s.to_string(),
+                            shape_string(want));
+  }
+  return Status::Ok();
+}
+
 }  // namespace kiln::shape

@@ -76,6 +76,8 @@ Status expect_index(std::string_view arg, const TensorSpec& s);    ///< i32 or i
 Status expect_rank(std::string_view arg, const TensorSpec& s, size_t rank);
 Status expect_same_dtype(std::string_view arg, const TensorSpec& s, std::string_view ref_name,
                          const TensorSpec& ref);
+/// Fails unless `s` has `want`'s rank and dims that may equal it.
+Status expect_shape(std::string_view arg, const TensorSpec& s, const Shape& want);
 
 /// Largest magnitude accepted for window, padding and size attributes, so that the arithmetic
 /// on them cannot overflow.

@@ -232,7 +232,14 @@ Status recurrent(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>
   std::fill(py, py + y.numel(), 0.0f);  // steps past a row's sequence length stay zero
 
   const int64_t gh = g * hidden;
-  std::vector<float> xw(static_cast<size_t>(seq * batch * gh));
+  // The input projection of every step: refuse sizes no buffer can hold instead of failing to
+  // allocate.
+  int64_t projection = 0;
+  if (__builtin_mul_overflow(seq * batch, gh, &projection) || projection > (int64_t{1} << 34)) {
+    return out_of_range("{}: the input projection of {} steps x {} rows x {} gates is too large",
+                        op, seq, batch, gh);
+  }
+  std::vector<float> xw(static_cast<size_t>(projection));
   std::vector<float> hr(static_cast<size_t>(batch * gh)), rh(static_cast<size_t>(batch * hidden));
   std::vector<float> gate(static_cast<size_t>(gh)), bias_rh(static_cast<size_t>(hidden), 0.0f);
   auto clipped = [clip](float v) { return std::clamp(v, -clip, clip); };
