@@ -165,8 +165,9 @@ Status infer_flatten(const Node& node, SpecList* out) {
 
 Status infer_unflatten(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
-  if (self.rank() == 0)
+  if (self.rank() == 0) {
     return invalid_argument("argument 'self': got {}, expected rank >= 1", self.to_string());
+  }
   int64_t dim = 0;
   KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim"), self.rank(), "dim", &dim));
   const auto& sizes = node.kwarg("sizes").to_ints();
@@ -180,8 +181,8 @@ Status infer_unflatten(const Node& node, SpecList* out) {
     } else if (sizes[i] < 0) {
       return invalid_argument("argument 'sizes': got {}, expected sizes >= 0 and at most one -1",
                               ints_string(sizes));
-    } else {
-      known *= sizes[i];  // bounded_ints keeps each factor small; overflow shows as a mismatch
+    } else if (__builtin_mul_overflow(known, sizes[i], &known)) {
+      return out_of_range("argument 'sizes': got {}, whose product overflows", ints_string(sizes));
     }
   }
   auto mismatch = [&]() {
