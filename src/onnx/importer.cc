@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <onnx/checker.h>
+#include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
 
 #include <algorithm>
@@ -348,6 +349,9 @@ Status Importer::upgrade_opset(onnx::ModelProto& model) {
     return failed("ONNX's checker rejected a node", e.what());
   }
   try {
+    // The converter's adapters (Gemm's and the broadcasting ops' at opset 7) need the shapes of
+    // their inputs: ONNX's shape inference states them first, as onnx.version_converter does.
+    onnx::shape_inference::InferShapes(model);
     model = onnx::version_conversion::ConvertVersion(model, static_cast<int>(kOnnxMinOpset));
   } catch (const std::exception& e) {
     return failed("ONNX's version converter failed", e.what());

@@ -196,33 +196,73 @@ Status convert_gelu(Importer& im) {
   return unary(im, OpId::kGelu, {{"approximate", approx}});
 }
 
+// PRelu: slope * x where x < 0, x elsewhere, the slope broadcast to x as ONNX broadcasts (right
+// aligned). A slope of one value, or of one per channel (dim 1), is torch's prelu weight; any
+// other shape ([W], [C, H, W], ...) is computed element-wise.
 Status convert_prelu(Importer& im) {
   KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(TensorSpec ss, im.input_spec(1));
   KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
-  Node* w = nullptr;
-  const Tensor* slope = im.const_input(1);
-  // ONNX broadcasts the slope (often [C, 1, 1]); torch's prelu takes one weight per channel.
-  if (slope != nullptr && slope->rank() > 1) {
-    int64_t c = slope->numel();
-    bool per_channel = xs.rank() >= 2 && xs.shape[1].is_static() && xs.shape[1].value() == c &&
-                       slope->rank() <= xs.rank() - 1 && slope->dim(0) == c;
-    if (c == 1 || per_channel) {
-      w = im.constant_node(slope->reshaped({c}), im.node().input(1), Role::kWeight);
+  const auto sshape = ss.static_shape();
+  const auto n = ss.numel();
+  bool per_channel = sshape && n && ss.rank() <= xs.rank();
+  if (per_channel && *n != 1) {
+    const size_t offset = xs.rank() - ss.rank();
+    for (size_t j = 0; j < ss.rank(); ++j) {
+      const int64_t d = (*sshape)[j];
+      if (d != 1 && !(offset + j == 1 && xs.shape[1] == Dim(d))) per_channel = false;
+    }
+    // Before opset 7 a 1-D slope was one value per channel, and the version converter leaves
+    // such a slope as it is: one that cannot broadcast against the last dim still means that.
+    if (ss.rank() == 1 && xs.rank() >= 2 && xs.shape[1] == Dim(*n) && xs.shape.back() != Dim(*n)) {
+      per_channel = true;
     }
   }
-  if (w == nullptr) {
+  if (!per_channel) {
+    KILN_ASSIGN_OR_RETURN(Node * slope, im.input(1));
+    KILN_ASSIGN_OR_RETURN(Node * neg, im.call(OpId::kLt, {x, Arg(0.0)}));
+    KILN_ASSIGN_OR_RETURN(Node * scaled, im.call(OpId::kMul, {x, slope}));
+    KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kWhere, {neg, scaled, x}));
+    im.set_output(0, y);
+    return Status::Ok();
+  }
+  // torch's prelu takes the slope as a 1-D weight: one value, or one per channel.
+  Node* w = nullptr;
+  if (const Tensor* slope = im.const_input(1)) {
+    w = im.constant_node(slope->reshaped({*n}), im.node().input(1), Role::kWeight);
+  } else {
     KILN_ASSIGN_OR_RETURN(w, im.input(1, Role::kWeight));
+    if (ss.rank() != 1) {
+      KILN_ASSIGN_OR_RETURN(w, im.call(OpId::kReshape, {w}, {{"shape", std::vector<int64_t>{*n}}}));
+    }
   }
   KILN_ASSIGN_OR_RETURN(Node * out, im.call(OpId::kPrelu, {x, w}));
   im.set_output(0, out);
   return Status::Ok();
 }
 
-Result<std::optional<double>> clip_bound(Importer& im, size_t input, std::string_view name) {
-  if (!im.has_input(input)) return std::optional<double>();
-  KILN_ASSIGN_OR_RETURN(Tensor t, im.require_const(input, fmt::format("input '{}'", name)));
-  if (t.numel() != 1) return invalid_argument("input '{}' must be a scalar", name);
-  return std::optional<double>(fold::get_f64(t, 0));
+// Clip's bound at `input`: absent, a number known at import time, or a tensor computed at run
+// time (a node).
+struct ClipBound {
+  std::optional<double> value;
+  Node* node = nullptr;
+};
+
+Result<ClipBound> clip_bound(Importer& im, size_t input, std::string_view name) {
+  ClipBound b;
+  if (!im.has_input(input)) return b;
+  KILN_ASSIGN_OR_RETURN(TensorSpec s, im.input_spec(input));
+  const auto n = s.numel();
+  if (!n || *n != 1) {
+    return invalid_argument("input '{}' ('{}'): got {}, expected a scalar", name,
+                            im.node().input(static_cast<int>(input)), s.to_string());
+  }
+  if (const Tensor* t = im.const_input(input)) {
+    b.value = fold::get_f64(*t, 0);
+  } else {
+    KILN_ASSIGN_OR_RETURN(b.node, im.input(input));
+  }
+  return b;
 }
 
 // Activations ONNX defines by formula, built from kiln ops on input 0.
@@ -312,13 +352,25 @@ Status convert_shrink(Importer& im) {
 Status convert_identity(Importer& im);
 
 Status convert_clip(Importer& im) {
-  KILN_ASSIGN_OR_RETURN(auto lo, clip_bound(im, 1, "min"));
-  KILN_ASSIGN_OR_RETURN(auto hi, clip_bound(im, 2, "max"));
-  if (!lo && !hi) return convert_identity(im);  // no bounds: the input unchanged
-  Kwargs kw;
-  if (lo) kw.emplace_back("min", *lo);
-  if (hi) kw.emplace_back("max", *hi);
-  return unary(im, OpId::kClamp, kw);
+  KILN_ASSIGN_OR_RETURN(ClipBound lo, clip_bound(im, 1, "min"));
+  KILN_ASSIGN_OR_RETURN(ClipBound hi, clip_bound(im, 2, "max"));
+  if (!lo.value && !hi.value && !lo.node && !hi.node) return convert_identity(im);
+  KILN_ASSIGN_OR_RETURN(Node * y, im.input(0));
+  if (lo.value || hi.value) {
+    Kwargs kw;
+    if (lo.value) kw.emplace_back("min", *lo.value);
+    if (hi.value) kw.emplace_back("max", *hi.value);
+    KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kClamp, {y}, kw));
+  }
+  // Bounds known only at run time: min(max(x, min), max), as ONNX defines Clip.
+  if (lo.node) {
+    KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kMaximum, {y, lo.node}));
+  }
+  if (hi.node) {
+    KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kMinimum, {y, hi.node}));
+  }
+  im.set_output(0, y);
+  return Status::Ok();
 }
 
 Status convert_where(Importer& im) {

@@ -80,6 +80,12 @@ struct QParams {
   DType scale_dtype = DType::kF32;  // as the model gives it (f16 from opset 19)
   int64_t axis = -1;
   std::string scale_hint, zp_hint;  // names of the per-channel constants
+  // Computed at run time (a scale or zero point that is not a constant): the scale and the zero
+  // point (null when absent) as nodes, `scale` and `zp` unset.
+  bool runtime = false;
+  Node* scale_node = nullptr;
+  Node* zp_node = nullptr;
+  int64_t count = 1;  // values: 1 (per tensor) or one per channel
 };
 
 // Where one tensor's parameters are: scale input `si`, zero point input `zi` (optional: zeros of
@@ -116,74 +122,146 @@ Result<Tensor> spread(const Tensor& t, int64_t n, DType to) {
   return fold::expand(c, std::vector<int64_t>{n});
 }
 
+// The number of values of scale or zero point input `i`: one, or a 1-D tensor of static size.
+Result<int64_t> param_count(Importer& im, size_t i, const std::string& what, bool floating) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec s, im.input_spec(i));
+  if (floating ? !is_floating(s.dtype) : !is_integral(s.dtype)) {
+    return invalid_argument("{}: element type {} is not {} type", what, dtype_name(s.dtype),
+                            floating ? "a float" : "an integer");
+  }
+  const auto n = s.numel();
+  if (s.rank() > 1 || !n || *n == 0) {
+    return invalid_argument("{}: got {}, expected a scalar or a 1-D tensor", what, s.to_string());
+  }
+  return *n;
+}
+
 Result<QParams> read_params(Importer& im, const ParamSpec& p) {
   const std::string sw = input_what(im, p.si, p.scale_name);
-  KILN_ASSIGN_OR_RETURN(Tensor scale,
-                        im.require_const(p.si, fmt::format("input '{}'", p.scale_name)));
-  if (!is_floating(scale.dtype())) {
-    return invalid_argument("{}: element type {} is not a float type", sw,
-                            dtype_name(scale.dtype()));
-  }
-  if (scale.rank() > 1 || scale.numel() == 0) {
-    return invalid_argument("{}: got {}, expected a scalar or a 1-D tensor", sw,
-                            format_shape(scale.dtype(), scale.shape()));
-  }
-  for (int64_t i = 0; i < scale.numel(); ++i) {
-    double v = fold::get_f64(scale, i);
-    if (!(v > 0) || !std::isfinite(v)) {
-      return invalid_argument("{}: value {} at index {} is not positive and finite", sw, v, i);
-    }
-  }
+  const std::string zw = input_what(im, p.zi, p.zp_name);
+  const bool has_zp = im.has_input(p.zi);
+  if (!im.has_input(p.si)) return invalid_argument("{} is missing", sw);
+  KILN_ASSIGN_OR_RETURN(const int64_t scale_n, param_count(im, p.si, sw, true));
+  int64_t zp_n = 1;
   QParams q;
   q.dtype = p.dflt;
-  q.scale_dtype = scale.dtype();
+  KILN_ASSIGN_OR_RETURN(TensorSpec ss, im.input_spec(p.si));
+  q.scale_dtype = ss.dtype;
   q.scale_hint = im.node().input(static_cast<int>(p.si));
-  Tensor zp(DType::kI64, {1});
-  std::string zw = input_what(im, p.zi, p.zp_name);
-  if (im.has_input(p.zi)) {
-    KILN_ASSIGN_OR_RETURN(zp, im.require_const(p.zi, fmt::format("input '{}'", p.zp_name)));
-    if (!is_integral(zp.dtype())) {
-      return invalid_argument("{}: element type {} is not an integer type", zw,
-                              dtype_name(zp.dtype()));
-    }
-    if (zp.rank() > 1 || zp.numel() == 0) {
-      return invalid_argument("{}: got {}, expected a scalar or a 1-D tensor", zw,
-                              format_shape(zp.dtype(), zp.shape()));
-    }
-    if (!p.storage.empty() && zp.dtype() != p.dflt) {
-      return invalid_argument("{}: element type {} differs from {}", zw, dtype_name(zp.dtype()),
+  q.zp_hint = im.node().output(0) + "_" + std::string(p.zp_name);
+  if (has_zp) {
+    KILN_ASSIGN_OR_RETURN(zp_n, param_count(im, p.zi, zw, false));
+    KILN_ASSIGN_OR_RETURN(TensorSpec zs, im.input_spec(p.zi));
+    if (!p.storage.empty() && zs.dtype != p.dflt) {
+      return invalid_argument("{}: element type {} differs from {}", zw, dtype_name(zs.dtype),
                               p.storage);
     }
-    q.dtype = zp.dtype();
+    q.dtype = zs.dtype;
     q.zp_hint = im.node().input(static_cast<int>(p.zi));
-  } else {
-    q.zp_hint = im.node().output(0) + "_" + std::string(p.zp_name);
   }
-  const int64_t n = std::max(scale.numel(), zp.numel());
-  if (scale.numel() != n || zp.numel() != n) {
+  const int64_t n = std::max(scale_n, zp_n);
+  if (scale_n != n || zp_n != n) {
     // One of them per tensor, the other per channel: the single value applies to every channel.
-    if (scale.numel() != 1 && zp.numel() != 1) {
-      return invalid_argument("{}: has {} values, {} has {}", zw, zp.numel(), sw, scale.numel());
+    if (scale_n != 1 && zp_n != 1) {
+      return invalid_argument("{}: has {} values, {} has {}", zw, zp_n, sw, scale_n);
     }
   }
   if (n != 1 && (p.channels <= 0 || n != p.channels)) {
-    const std::string& w = scale.numel() == n ? sw : zw;
+    const std::string& w = scale_n == n ? sw : zw;
     if (p.channels <= 0) {
       return invalid_argument("{}: has {} values, expected one (per-tensor quantization)", w, n);
     }
     return invalid_argument("{}: has {} values, expected 1 or {} ({})", w, n, p.channels,
                             p.channel_what);
   }
-  KILN_ASSIGN_OR_RETURN(q.scale, spread(scale, n, DType::kF32));
-  KILN_ASSIGN_OR_RETURN(q.zp, spread(zp, n, DType::kI64));
   q.axis = n == 1 ? -1 : p.axis;
+  q.count = n;
+  const Tensor* scale = im.const_input(p.si);
+  const Tensor* zp = has_zp ? im.const_input(p.zi) : nullptr;
+  if (scale == nullptr || (has_zp && zp == nullptr)) {
+    q.runtime = true;
+    KILN_ASSIGN_OR_RETURN(q.scale_node, im.input(p.si));
+    if (has_zp) {
+      KILN_ASSIGN_OR_RETURN(q.zp_node, im.input(p.zi));
+    }
+    return q;
+  }
+  for (int64_t i = 0; i < scale->numel(); ++i) {
+    double v = fold::get_f64(*scale, i);
+    if (!(v > 0) || !std::isfinite(v)) {
+      return invalid_argument("{}: value {} at index {} is not positive and finite", sw, v, i);
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(q.scale, spread(*scale, n, DType::kF32));
+  KILN_ASSIGN_OR_RETURN(q.zp, spread(zp ? *zp : Tensor(DType::kI64, {1}), n, DType::kI64));
   return q;
+}
+
+// Scale or zero point `v` (one value, or one per slice of `axis`) shaped to broadcast against a
+// rank-`rank` operand, as `dtype`.
+Result<Node*> along_axis(Importer& im, Node* v, int64_t axis, size_t rank, DType dtype) {
+  std::vector<int64_t> shape;  // one value: a scalar
+  if (axis >= 0) {
+    shape.assign(rank - static_cast<size_t>(axis), 1);
+    shape[0] = -1;
+  }
+  KILN_ASSIGN_OR_RETURN(v, im.call(OpId::kReshape, {v}, {{"shape", shape}}));
+  if (v->spec().dtype == dtype) return v;
+  return im.call(OpId::kCast, {v}, {{"dtype", dtype}});
+}
+
+// q's scale as a node of f32 values (a constant when it is known at import time).
+Result<Node*> scale_node(Importer& im, const QParams& q) {
+  Node* s = q.runtime ? q.scale_node : im.constant_node(q.scale, q.scale_hint);
+  if (s->spec().dtype == DType::kF32) return s;
+  return im.call(OpId::kCast, {s}, {{"dtype", DType::kF32}});
+}
+
+// Quantization with parameters computed at run time, in element-wise ops as ONNX (and ONNX
+// Runtime) define it: quantize saturate(round_half_even(x / scale) + zero_point), dequantize
+// (x - zero_point) * scale with the difference in int32.
+Result<Node*> emit_runtime(Importer& im, Node* x, const QParams& q, bool quantize, DType out) {
+  const size_t rank = x->spec().rank();
+  Node* scale = nullptr;  // none: scale 1
+  if (q.scale_node != nullptr) {
+    KILN_ASSIGN_OR_RETURN(scale, along_axis(im, q.scale_node, q.axis, rank, DType::kF32));
+  }
+  if (quantize) {
+    if (scale == nullptr) return internal_error("a run-time quantize without a scale");
+    KILN_ASSIGN_OR_RETURN(auto range, quant_range(q.dtype));
+    Node* v = x;
+    if (v->spec().dtype != DType::kF32) {
+      KILN_ASSIGN_OR_RETURN(v, im.call(OpId::kCast, {v}, {{"dtype", DType::kF32}}));
+    }
+    KILN_ASSIGN_OR_RETURN(v, im.call(OpId::kDiv, {v, scale}));
+    KILN_ASSIGN_OR_RETURN(v, im.call(OpId::kRound, {v}));
+    if (q.zp_node != nullptr) {
+      KILN_ASSIGN_OR_RETURN(Node * zp, along_axis(im, q.zp_node, q.axis, rank, DType::kF32));
+      KILN_ASSIGN_OR_RETURN(v, im.call(OpId::kAdd, {v, zp}));
+    }
+    KILN_ASSIGN_OR_RETURN(v, im.call(OpId::kClamp, {v},
+                                     {{"min", static_cast<double>(range.first)},
+                                      {"max", static_cast<double>(range.second)}}));
+    return im.call(OpId::kCast, {v}, {{"dtype", q.dtype}});
+  }
+  KILN_ASSIGN_OR_RETURN(Node * v, im.call(OpId::kCast, {x}, {{"dtype", DType::kI32}}));
+  if (q.zp_node != nullptr) {
+    KILN_ASSIGN_OR_RETURN(Node * zp, along_axis(im, q.zp_node, q.axis, rank, DType::kI32));
+    KILN_ASSIGN_OR_RETURN(v, im.call(OpId::kSub, {v, zp}));
+  }
+  KILN_ASSIGN_OR_RETURN(v, im.call(OpId::kCast, {v}, {{"dtype", DType::kF32}}));
+  if (scale != nullptr) {
+    KILN_ASSIGN_OR_RETURN(v, im.call(OpId::kMul, {v, scale}));
+  }
+  if (out == DType::kF32) return v;
+  return im.call(OpId::kCast, {v}, {{"dtype", out}});
 }
 
 // quantize (or dequantize) of `x` with `q`; dequantize gives `out` (f32 unless a scale says
 // otherwise).
 Result<Node*> emit(Importer& im, Node* x, const QParams& q, bool quantize,
                    DType out = DType::kF32) {
+  if (q.runtime) return emit_runtime(im, x, q, quantize, out);
   KILN_ASSIGN_OR_RETURN(auto range, quant_range(q.dtype));
   Kwargs kw{{"quant_min", range.first}, {"quant_max", range.second}, {"dtype", q.dtype}};
   if (!quantize && out != DType::kF32) kw.emplace_back("out_dtype", out);
@@ -245,8 +323,9 @@ Status convert_qdq(Importer& im, bool quantize) {
   }
   // Per-axis parameters (opset 13): one per slice of `axis`.
   KILN_ASSIGN_OR_RETURN(int64_t axis, im.attr_int("axis", 1));
-  const Tensor* sc = im.const_input(1);
-  const bool per_axis = sc != nullptr && sc->numel() != 1;
+  KILN_ASSIGN_OR_RETURN(TensorSpec ss, im.input_spec(1));
+  const std::optional<int64_t> scale_n = ss.numel();
+  const bool per_axis = scale_n && *scale_n != 1;
   if (per_axis) {
     if (im.opset() < 13) {
       return unsupported("{}: per-axis quantization needs opset 13 (the model imports opset {})",
@@ -254,7 +333,7 @@ Status convert_qdq(Importer& im, bool quantize) {
     }
     KILN_RETURN_IF_ERROR(normalize_axis(&axis, xs.rank(), "attribute 'axis'"));
     const Dim& d = xs.shape[static_cast<size_t>(axis)];
-    p.channels = d.is_static() ? d.value() : sc->numel();
+    p.channels = d.is_static() ? d.value() : *scale_n;
     p.axis = axis;
   }
   std::string what = fmt::format("dim {} of {} {}", axis, xw, xs.to_string());
@@ -342,18 +421,26 @@ Status convert_qlinear_conv(Importer& im) {
     // The bias is in the accumulator's units: scale x_scale * w_scale (in f32, as ONNX Runtime
     // computes it), zero point 0.
     QParams bq;
-    const int64_t n = wq.scale.numel();
-    bq.scale = Tensor(DType::kF32, {n});
-    const float xscale = static_cast<float>(fold::get_f64(xq.scale, 0));
-    for (int64_t c = 0; c < n; ++c) {
-      bq.scale.mutable_data_as<float>()[c] =
-          xscale * static_cast<float>(fold::get_f64(wq.scale, c));
-    }
-    bq.zp = Tensor(DType::kI64, {n});
     bq.dtype = DType::kI32;
     bq.axis = wq.axis;
-    bq.scale_hint = im.node().output(0) + "_bias_scale";
-    bq.zp_hint = im.node().output(0) + "_bias_zero_point";
+    if (xq.runtime || wq.runtime) {
+      bq.runtime = true;
+      bq.count = wq.count;
+      KILN_ASSIGN_OR_RETURN(Node * xs_node, scale_node(im, xq));
+      KILN_ASSIGN_OR_RETURN(Node * ws_node, scale_node(im, wq));
+      KILN_ASSIGN_OR_RETURN(bq.scale_node, im.call(OpId::kMul, {xs_node, ws_node}));
+    } else {
+      const int64_t n = wq.scale.numel();
+      bq.scale = Tensor(DType::kF32, {n});
+      const float xscale = static_cast<float>(fold::get_f64(xq.scale, 0));
+      for (int64_t c = 0; c < n; ++c) {
+        bq.scale.mutable_data_as<float>()[c] =
+            xscale * static_cast<float>(fold::get_f64(wq.scale, c));
+      }
+      bq.zp = Tensor(DType::kI64, {n});
+      bq.scale_hint = im.node().output(0) + "_bias_scale";
+      bq.zp_hint = im.node().output(0) + "_bias_zero_point";
+    }
     KILN_ASSIGN_OR_RETURN(Node * b, im.input(8));
     KILN_ASSIGN_OR_RETURN(Node * db, emit(im, b, bq, false));
     bias = Arg(db);
@@ -403,28 +490,40 @@ Status convert_qlinear_matmul(Importer& im) {
 
 // ---- ConvInteger, MatMulInteger.
 
-// Zero point input `i` of quantized input `xi` as i64 values: a scalar, or (when `channels` > 0)
-// one per channel; zeros when absent.
-Result<Tensor> integer_zero_point(Importer& im, size_t i, std::string_view name, size_t xi,
+// Scale 1 and zero point input `i` of quantized input `xi`: a scalar, or (when `channels` > 0)
+// one per channel of `axis`; zeros when absent. A zero point computed at run time (as
+// DynamicQuantizeLinear gives MatMulInteger) is subtracted by element-wise ops.
+Result<QParams> zero_point_params(Importer& im, size_t i, std::string_view name, size_t xi,
                                   std::string_view x_name, DType dtype, int64_t channels,
-                                  std::string_view channel_what) {
-  if (!im.has_input(i)) return Tensor(DType::kI64, {1});
+                                  int64_t axis, std::string_view channel_what) {
+  const std::string hint = fmt::format("{}_{}", im.node().output(0), name);
+  if (!im.has_input(i)) return unit_scale(Tensor(DType::kI64, {1}), dtype, -1, hint);
   const std::string zw = input_what(im, i, name);
-  KILN_ASSIGN_OR_RETURN(Tensor z, im.require_const(i, fmt::format("input '{}'", name)));
-  if (z.dtype() != dtype) {
-    return invalid_argument("{}: element type {} differs from {} ({})", zw, dtype_name(z.dtype()),
+  KILN_ASSIGN_OR_RETURN(TensorSpec zs, im.input_spec(i));
+  if (zs.dtype != dtype) {
+    return invalid_argument("{}: element type {} differs from {} ({})", zw, dtype_name(zs.dtype),
                             input_what(im, xi, x_name), dtype_name(dtype));
   }
-  if (z.rank() > 1 || z.numel() == 0 || (z.numel() != 1 && z.numel() != channels)) {
+  const auto n = zs.numel();
+  if (zs.rank() > 1 || !n || *n == 0 || (*n != 1 && *n != channels)) {
     if (channels <= 0) {
       return unsupported("{}: got {}, expected a scalar (per-tensor zero point)", zw,
-                         format_shape(z.dtype(), z.shape()));
+                         zs.to_string());
     }
-    return unsupported("{}: got {}, expected a scalar or {} values ({})", zw,
-                       format_shape(z.dtype(), z.shape()), channels, channel_what);
+    return unsupported("{}: got {}, expected a scalar or {} values ({})", zw, zs.to_string(),
+                       channels, channel_what);
   }
-  KILN_ASSIGN_OR_RETURN(Tensor zi, fold::cast(z, DType::kI64));
-  return zi.reshaped({zi.numel()});
+  if (const Tensor* z = im.const_input(i)) {
+    KILN_ASSIGN_OR_RETURN(Tensor zi, fold::cast(*z, DType::kI64));
+    return unit_scale(zi.reshaped({zi.numel()}), dtype, axis, hint);
+  }
+  QParams q;
+  q.runtime = true;
+  q.dtype = dtype;
+  q.count = *n;
+  q.axis = *n == 1 ? -1 : axis;
+  KILN_ASSIGN_OR_RETURN(q.zp_node, im.input(i));
+  return q;
 }
 
 Result<Node*> to_i32(Importer& im, Node* y) {
@@ -439,18 +538,15 @@ Status convert_conv_integer(Importer& im) {
                             input_what(im, 1, "w"), ws.to_string());
   }
   const int64_t m = ws.shape[0].value();
-  KILN_ASSIGN_OR_RETURN(Tensor xz,
-                        integer_zero_point(im, 2, "x_zero_point", 0, "x", xs.dtype, 0, ""));
-  KILN_ASSIGN_OR_RETURN(Tensor wz, integer_zero_point(im, 3, "w_zero_point", 1, "w", ws.dtype, m,
+  KILN_ASSIGN_OR_RETURN(QParams xq,
+                        zero_point_params(im, 2, "x_zero_point", 0, "x", xs.dtype, 0, -1, ""));
+  KILN_ASSIGN_OR_RETURN(QParams wq, zero_point_params(im, 3, "w_zero_point", 1, "w", ws.dtype, m, 0,
                                                       fmt::format("output channels of input 'w' {}",
                                                                   ws.to_string())));
-  const std::string out = im.node().output(0);
   KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
   KILN_ASSIGN_OR_RETURN(Node * w, im.input(1, Role::kWeight));
-  KILN_ASSIGN_OR_RETURN(Node * dx,
-                        emit(im, x, unit_scale(xz, xs.dtype, -1, out + "_x_zero_point"), false));
-  KILN_ASSIGN_OR_RETURN(Node * dw,
-                        emit(im, w, unit_scale(wz, ws.dtype, 0, out + "_w_zero_point"), false));
+  KILN_ASSIGN_OR_RETURN(Node * dx, emit(im, x, xq, false));
+  KILN_ASSIGN_OR_RETURN(Node * dw, emit(im, w, wq, false));
   KILN_ASSIGN_OR_RETURN(Node * conv, conv_call(im, xs, ws, dx, dw, Arg()));
   KILN_ASSIGN_OR_RETURN(Node * y, to_i32(im, conv));
   im.set_output(0, y);
@@ -462,30 +558,66 @@ Status convert_matmul_integer(Importer& im) {
   KILN_ASSIGN_OR_RETURN(TensorSpec bs, quantized_spec(im, 1, "B"));
   // Per-row zero points of A (one per row, M) and per-column ones of B (N), as 1-D tensors.
   KILN_ASSIGN_OR_RETURN(
-      Tensor az, integer_zero_point(im, 2, "a_zero_point", 0, "A", as.dtype, matrix_dim(as, true),
+      QParams aq, zero_point_params(im, 2, "a_zero_point", 0, "A", as.dtype, matrix_dim(as, true),
+                                    static_cast<int64_t>(as.rank()) - 2,
                                     fmt::format("rows of input 'A' {}", as.to_string())));
   KILN_ASSIGN_OR_RETURN(
-      Tensor bz, integer_zero_point(im, 3, "b_zero_point", 1, "B", bs.dtype, matrix_dim(bs, false),
+      QParams bq, zero_point_params(im, 3, "b_zero_point", 1, "B", bs.dtype, matrix_dim(bs, false),
+                                    static_cast<int64_t>(bs.rank()) - 1,
                                     fmt::format("columns of input 'B' {}", bs.to_string())));
-  const std::string out = im.node().output(0);
-  const int64_t a_axis = static_cast<int64_t>(as.rank()) - 2;
-  const int64_t b_axis = static_cast<int64_t>(bs.rank()) - 1;
   KILN_ASSIGN_OR_RETURN(Node * a, im.input(0));
   KILN_ASSIGN_OR_RETURN(Node * b, im.input(1, Role::kWeight));
-  KILN_ASSIGN_OR_RETURN(
-      Node * da, emit(im, a, unit_scale(az, as.dtype, a_axis, out + "_a_zero_point"), false));
-  KILN_ASSIGN_OR_RETURN(
-      Node * db, emit(im, b, unit_scale(bz, bs.dtype, b_axis, out + "_b_zero_point"), false));
+  KILN_ASSIGN_OR_RETURN(Node * da, emit(im, a, aq, false));
+  KILN_ASSIGN_OR_RETURN(Node * db, emit(im, b, bq, false));
   KILN_ASSIGN_OR_RETURN(Node * mm, im.call(OpId::kMatmul, {da, db}));
   KILN_ASSIGN_OR_RETURN(Node * y, to_i32(im, mm));
   im.set_output(0, y);
   return Status::Ok();
 }
 
+// DynamicQuantizeLinear: u8 quantization of x over the range of its values widened to hold 0,
+// found when the model runs (ONNX's definition):
+//   scale = (max(max(x), 0) - min(min(x), 0)) / 255,
+//   zero_point = saturate(round(-min(min(x), 0) / scale)),
+//   y = saturate(round(x / scale) + zero_point).
+Status convert_dynamic_quantize(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  if (xs.dtype != DType::kF32) {
+    return invalid_argument("{}: element type {} is not f32", input_what(im, 0, "x"),
+                            dtype_name(xs.dtype));
+  }
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * lo, im.call(OpId::kAmin, {x}));
+  KILN_ASSIGN_OR_RETURN(lo, im.call(OpId::kMinimum, {lo, Arg(0.0)}));
+  KILN_ASSIGN_OR_RETURN(Node * hi, im.call(OpId::kAmax, {x}));
+  KILN_ASSIGN_OR_RETURN(hi, im.call(OpId::kMaximum, {hi, Arg(0.0)}));
+  KILN_ASSIGN_OR_RETURN(Node * scale, im.call(OpId::kSub, {hi, lo}));
+  KILN_ASSIGN_OR_RETURN(scale, im.call(OpId::kDiv, {scale, Arg(255.0)}));
+  KILN_ASSIGN_OR_RETURN(Node * zp, im.call(OpId::kNeg, {lo}));
+  KILN_ASSIGN_OR_RETURN(zp, im.call(OpId::kDiv, {zp, scale}));
+  KILN_ASSIGN_OR_RETURN(zp, im.call(OpId::kRound, {zp}));
+  KILN_ASSIGN_OR_RETURN(zp, im.call(OpId::kClamp, {zp}, {{"min", 0.0}, {"max", 255.0}}));
+  KILN_ASSIGN_OR_RETURN(zp, im.call(OpId::kCast, {zp}, {{"dtype", DType::kU8}}));
+  QParams q;
+  q.runtime = true;
+  q.dtype = DType::kU8;
+  q.scale_node = scale;
+  q.zp_node = zp;
+  KILN_ASSIGN_OR_RETURN(Node * y, emit(im, x, q, true));
+  im.set_output(0, y);
+  im.set_output(1, scale);
+  im.set_output(2, zp);
+  return Status::Ok();
+}
+
 constexpr OpEntry kQuantOps[] = {
-    {"QuantizeLinear", convert_quantize},  {"DequantizeLinear", convert_dequantize},
-    {"QLinearConv", convert_qlinear_conv}, {"QLinearMatMul", convert_qlinear_matmul},
-    {"ConvInteger", convert_conv_integer}, {"MatMulInteger", convert_matmul_integer},
+    {"DynamicQuantizeLinear", convert_dynamic_quantize},
+    {"QuantizeLinear", convert_quantize},
+    {"DequantizeLinear", convert_dequantize},
+    {"QLinearConv", convert_qlinear_conv},
+    {"QLinearMatMul", convert_qlinear_matmul},
+    {"ConvInteger", convert_conv_integer},
+    {"MatMulInteger", convert_matmul_integer},
 };
 
 }  // namespace

@@ -704,28 +704,54 @@ Status convert_eye_like(Importer& im) {
 
 // Trilu: the upper (or lower) triangle from diagonal k of the last two dims, the rest zero; a
 // constant mask over those dims selects it.
+// Trilu keeps the elements on and above (upper) or on and below (lower) diagonal k: where
+// column - row >= k (upper) or <= k (lower). A k known at import time makes the mask a constant;
+// a k computed at run time is compared with a constant of column - row.
 Status convert_trilu(Importer& im) {
   KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
   KILN_ASSIGN_OR_RETURN(int64_t upper, im.attr_int("upper", 1));
-  int64_t k = 0;
-  if (im.has_input(1)) {
-    KILN_ASSIGN_OR_RETURN(auto kv, im.require_ints(1, "input 'k'"));
-    if (kv.size() != 1) return invalid_argument("input 'k' must hold one value");
-    k = kv[0];
-  }
   if (xs.rank() < 2) return invalid_argument("input {} has rank {}, expected at least 2", xs.to_string(), xs.rank());
   const Dim& rows = xs.shape[xs.rank() - 2];
   const Dim& cols = xs.shape[xs.rank() - 1];
   if (!rows.is_static() || !cols.is_static()) {
     return unsupported("Trilu over symbolic dims {}; fix them with a dim value option", xs.to_string());
   }
-  std::vector<int64_t> mshape = {rows.value(), cols.value()};
-  KILN_ASSIGN_OR_RETURN(Tensor mask, Tensor::create(DType::kBool, mshape, "the Trilu mask"));
-  uint8_t* pm = mask.mutable_data_as<uint8_t>();
-  for (int64_t i = 0; i < mshape[0]; ++i) {
-    for (int64_t j = 0; j < mshape[1]; ++j) pm[i * mshape[1] + j] = upper ? (j - i >= k) : (j - i <= k);
+  int64_t k = 0;
+  Node* k_node = nullptr;
+  if (im.has_input(1)) {
+    KILN_ASSIGN_OR_RETURN(TensorSpec ks, im.input_spec(1));
+    const auto kn = ks.numel();
+    if (!is_integral(ks.dtype) || !kn || *kn != 1) {
+      return invalid_argument("input 'k' ('{}'): got {}, expected one integer", im.node().input(1),
+                              ks.to_string());
+    }
+    if (const Tensor* kt = im.const_input(1)) {
+      k = fold::get_i64(*kt, 0);
+    } else {
+      KILN_ASSIGN_OR_RETURN(k_node, im.input(1));
+      if (ks.dtype != DType::kI64) {
+        KILN_ASSIGN_OR_RETURN(k_node, im.call(OpId::kCast, {k_node}, {{"dtype", DType::kI64}}));
+      }
+    }
   }
-  Node* m = im.constant_node(std::move(mask), im.node().output(0) + "_mask");
+  const std::vector<int64_t> mshape = {rows.value(), cols.value()};
+  const DType mdtype = k_node ? DType::kI64 : DType::kBool;
+  KILN_ASSIGN_OR_RETURN(Tensor mask, Tensor::create(mdtype, mshape, "the Trilu mask"));
+  for (int64_t i = 0; i < mshape[0]; ++i) {
+    for (int64_t j = 0; j < mshape[1]; ++j) {
+      const int64_t at = i * mshape[1] + j;
+      if (k_node) {
+        mask.mutable_data_as<int64_t>()[at] = j - i;
+      } else {
+        mask.mutable_data_as<uint8_t>()[at] = upper ? (j - i >= k) : (j - i <= k);
+      }
+    }
+  }
+  Node* m =
+      im.constant_node(std::move(mask), im.node().output(0) + (k_node ? "_diagonal" : "_mask"));
+  if (k_node) {
+    KILN_ASSIGN_OR_RETURN(m, im.call(upper ? OpId::kGe : OpId::kLe, {m, k_node}));
+  }
   KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
   Arg zero = is_floating(xs.dtype) ? Arg(0.0) : Arg(int64_t{0});
   KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kWhere, {m, x, zero}));

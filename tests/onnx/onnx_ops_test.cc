@@ -141,6 +141,16 @@ std::vector<OpCase> cases() {
                  b.node("PRelu", {"x", "s"}, {"y"});
                },
                {"prelu"}, "f32[1, 3, 4, 4]"});
+  c.push_back({"PReluLastDimSlopeBroadcastsElementwise", 16, [](B& b) {
+                 b.input("x", {3, 4, 5}).init("s", {5});
+                 b.node("PRelu", {"x", "s"}, {"y"});
+               },
+               {"lt", "mul", "where"}, "f32[3, 4, 5]"});
+  c.push_back({"PReluRuntimeChannelSlope", 16, [](B& b) {
+                 b.input("x", {2, 3, 4}).input("s", {3, 1});
+                 b.node("PRelu", {"x", "s"}, {"y"});
+               },
+               {"reshape", "prelu"}, "f32[2, 3, 4]"});
   c.push_back({"Gelu20", 20, [](B& b) {
                  b.input("x", {4});
                  auto& n = b.node("Gelu", {"x"}, {"y"});
@@ -623,6 +633,41 @@ std::vector<OpCase> cases() {
                  B::attr_str(n, "equation", "bijz,ijk->kb");  // z summed out, i and j contracted together
                },
                {"sum", "flatten", "flatten", "matmul", "permute"}, "f32[5, 2]"});
+  c.push_back({"ClipRuntimeMinConstantMax", 13, [](B& b) {
+                 b.input("x", {2, 3}).input("lo", {}).init("hi", {}, {6.0f});
+                 b.node("Clip", {"x", "lo", "hi"}, {"y"});
+               },
+               {"clamp", "maximum"}, "f32[2, 3]", [](const ExportedProgram& p) {
+                 EXPECT_EQ(op(p, OpId::kClamp)->kwarg_float("max"), 6.0);
+                 EXPECT_TRUE(op(p, OpId::kClamp)->kwarg("min").is_none());
+               }});
+  c.push_back({"TriluRuntimeK", 14, [](B& b) {
+                 b.input("x", {3, 4}).input("k", {}, onnx::TensorProto::INT64);
+                 auto& n = b.node("Trilu", {"x", "k"}, {"y"});
+                 B::attr_int(n, "upper", 0);
+               },
+               {"le", "where"}, "f32[3, 4]"});
+  c.push_back({"QuantizeLinearRuntimeScale", 13, [](B& b) {
+                 b.input("x", {2, 3}).input("s", {}).input("z", {}, onnx::TensorProto::INT8);
+                 b.node("QuantizeLinear", {"x", "s", "z"}, {"y"});
+               },
+               {"reshape", "div", "round", "reshape", "cast", "add", "clamp", "cast"}, "i8[2, 3]"});
+  c.push_back({"DequantizeLinearRuntimeAxisScale", 13, [](B& b) {
+                 b.input("x", {2, 3}, onnx::TensorProto::UINT8).input("s", {3});
+                 b.node("DequantizeLinear", {"x", "s"}, {"y"});
+               },
+               {"reshape", "cast", "cast", "mul"}, "f32[2, 3]"});
+  c.push_back({"DynamicQuantizeLinearFeedsMatMulInteger", 11, [](B& b) {
+                 b.input("x", {2, 4});
+                 b.init("w", {4, 3});
+                 b.node("DynamicQuantizeLinear", {"x"}, {"q", "s", "z"});
+                 B::attr_int(b.node("Cast", {"w"}, {"wq"}), "to", onnx::TensorProto::UINT8);
+                 b.node("MatMulInteger", {"q", "wq", "z"}, {"y"});
+               },
+               {"amin", "minimum", "amax", "maximum", "sub", "div", "neg", "div", "round", "clamp",
+                "cast", "reshape", "div", "round", "reshape", "cast", "add", "clamp", "cast", "cast",
+                "reshape", "cast", "sub", "cast", "dequantize_per_tensor", "matmul", "cast"},
+               "i32[2, 3]"});
   return c;
 }
 

@@ -202,9 +202,14 @@ TEST(OnnxQuantOps, PerAxisNeedsOpset13AndMatchingCounts) {
   n.node("QuantizeLinear", {"x", "s"}, {"y"}, "q");
   expect_error(n, "input 'y_scale' ('s'): value -0.5 at index 0 is not positive and finite");
   B r(13);
-  r.input("x", {3}).input("s", {});
+  // Parameters computed at run time are checked by their types and shapes.
+  r.input("x", {3, 4}).input("s", {2, 2});
   r.node("QuantizeLinear", {"x", "s"}, {"y"}, "q");
-  expect_error(r, "input 'y_scale' ('s') must be known at import time");
+  expect_error(r, "input 'y_scale' ('s'): got f32[2, 2], expected a scalar or a 1-D tensor");
+  B t(13);
+  t.input("x", {3}).input("s", {}).input("zp", {}, TP::FLOAT);
+  t.node("QuantizeLinear", {"x", "s", "zp"}, {"y"}, "q");
+  expect_error(t, "input 'y_zero_point' ('zp'): element type f32 is not an integer type");
 }
 
 // ---- QLinearConv.

@@ -96,14 +96,16 @@ Status need_rank34(const Tensor& x, const char* op) {
 
 }  // namespace
 
-Status max_pool2d(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
-  KILN_RETURN_IF_ERROR(need_tensor(args, 0, "max_pool2d", "self"));
-  Tensor x = args.tensor(0);
-  if (x.dtype() != DType::kF32) return unsupported("max_pool2d: dtype {} is not supported", dtype_name(x.dtype()));
-  KILN_ASSIGN_OR_RETURN(Pool p, pool_geometry(args, x, true, "max_pool2d"));
-  Tensor out = ctx.allocate(DType::kF32, spatial_shape(x, p.oh, p.ow));
-  const float* px = x.data_as<float>();
-  float* po = writable<float>(out);
+namespace {
+
+// Max pooling of every plane of `x` into `out` (-inf, or the type's lowest value, where a window
+// holds no element).
+template <typename T>
+void max_pool_planes(KernelContext& ctx, const Pool& p, const Tensor& x, Tensor& out) {
+  const T* px = x.data_as<T>();
+  T* po = writable<T>(out);
+  const T lowest = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                        : std::numeric_limits<T>::lowest();
   // Valid kernel taps per output column, computed once, keep the inner loops branch-free.
   std::vector<int64_t> kx_lo(static_cast<size_t>(p.ow)), kx_hi(static_cast<size_t>(p.ow));
   for (int64_t ox = 0; ox < p.ow; ++ox) {
@@ -116,20 +118,20 @@ Status max_pool2d(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor
   }
   ctx.parallel_for(p.planes, [&](int64_t begin, int64_t end) {
     for (int64_t c = begin; c < end; ++c) {
-      const float* in = px + c * p.h * p.w;
-      float* o = po + c * p.oh * p.ow;
+      const T* in = px + c * p.h * p.w;
+      T* o = po + c * p.oh * p.ow;
       for (int64_t oy = 0; oy < p.oh; ++oy) {
-        float* orow = o + oy * p.ow;
-        std::fill(orow, orow + p.ow, -std::numeric_limits<float>::infinity());
+        T* orow = o + oy * p.ow;
+        std::fill(orow, orow + p.ow, lowest);
         for (int64_t ki = 0; ki < p.kh; ++ki) {
           int64_t iy = oy * p.sh - p.pt + ki * p.dh;
           if (iy < 0 || iy >= p.h) continue;
-          const float* irow = in + iy * p.w;
+          const T* irow = in + iy * p.w;
           for (int64_t ox = 0; ox < p.ow; ++ox) {
-            const float* src = irow + ox * p.sw - p.pl;
-            float m = orow[ox];
+            const T* src = irow + ox * p.sw - p.pl;
+            T m = orow[ox];
             for (int64_t kj = kx_lo[static_cast<size_t>(ox)]; kj < kx_hi[static_cast<size_t>(ox)]; ++kj) {
-              float v = src[kj * p.dw];
+              T v = src[kj * p.dw];
               m = (v > m || v != v) ? v : m;  // NaN propagates, as in torch
             }
             orow[ox] = m;
@@ -138,6 +140,34 @@ Status max_pool2d(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor
       }
     }
   });
+}
+
+}  // namespace
+
+Status max_pool2d(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, "max_pool2d", "self"));
+  Tensor x = args.tensor(0);
+  KILN_ASSIGN_OR_RETURN(Pool p, pool_geometry(args, x, true, "max_pool2d"));
+  Tensor out = ctx.allocate(x.dtype(), spatial_shape(x, p.oh, p.ow));
+  switch (x.dtype()) {
+    case DType::kF32:
+      max_pool_planes<float>(ctx, p, x, out);
+      break;
+    case DType::kU8:
+      max_pool_planes<uint8_t>(ctx, p, x, out);
+      break;
+    case DType::kI8:
+      max_pool_planes<int8_t>(ctx, p, x, out);
+      break;
+    case DType::kI32:
+      max_pool_planes<int32_t>(ctx, p, x, out);
+      break;
+    case DType::kI64:
+      max_pool_planes<int64_t>(ctx, p, x, out);
+      break;
+    default:
+      return unsupported("max_pool2d: dtype {} is not supported", dtype_name(x.dtype()));
+  }
   outputs->push_back(std::move(out));
   return Status::Ok();
 }

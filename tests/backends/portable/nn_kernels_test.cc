@@ -218,6 +218,24 @@ TEST(PortablePool, MaxAndAvgMatchTorchSemantics) {
   EXPECT_NEAR(a.scalar_at(1 * 4 + 1), s / 6, 1e-5);
 }
 
+TEST(PortablePool, MaxPoolKeepsIntegerTypes) {
+  // 1x1x3x3 u8 (200 and up would read as negative in i8), kernel 2, stride 1, padding 1 below and
+  // right: every window holds at least one element.
+  Tensor x = make(DType::kU8, {1, 1, 3, 3}, {1, 250, 3, 4, 5, 6, 7, 8, 200});
+  Tensor y = Call("max_pool2d")
+                 .in(x)
+                 .attr("kernel_size", std::vector<int64_t>{2, 2})
+                 .attr("stride", std::vector<int64_t>{1, 1})
+                 .attr("padding", std::vector<int64_t>{0, 0, 1, 1})
+                 .run();
+  EXPECT_EQ(y.dtype(), DType::kU8);
+  EXPECT_EQ(values(y), (std::vector<double>{250, 250, 6, 8, 200, 200, 8, 200, 200}));
+  Tensor xi = make(DType::kI8, {1, 1, 2, 2}, {-5, -7, -9, -128});
+  Tensor yi = Call("max_pool2d").in(xi).attr("kernel_size", std::vector<int64_t>{2, 2}).run();
+  EXPECT_EQ(yi.dtype(), DType::kI8);
+  EXPECT_EQ(values(yi), (std::vector<double>{-5}));
+}
+
 TEST(PortableNorm, SoftmaxLayerBatchGroupRms) {
   Tensor x = randn({2, 3, 4}, 51);
   Tensor sm = Call("softmax").in(x).attr("dim", int64_t{1}).run();
