@@ -1,5 +1,6 @@
 // Shape inference: reshaping, data movement and indexing ops.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "shape_inference.h"
@@ -627,6 +628,187 @@ Status infer_index_put(const Node& node, SpecList* out) {
     }
   }
   return single(out, self.dtype, self.shape);
+}
+
+}  // namespace kiln::shape
+
+// ---- Shapes known when the program runs.
+
+namespace kiln::shape {
+namespace {
+
+// Dim `i` of a node's output that only the run states: a symbol named after the node.
+Dim runtime_dim(const Node& node, size_t i) {
+  return Dim::symbol(fmt::format("{}_d{}", node.name(), i));
+}
+
+// Checks that argument `i` is a 1-D integer tensor of static length (a shape, one value per
+// output dim) and returns that length.
+Result<size_t> shape_operand(const Node& node, size_t i) {
+  const TensorSpec& s = arg_spec(node, i);
+  if (!is_integral(s.dtype) || s.rank() != 1 || !s.shape[0].is_static() ||
+      s.shape[0].value() > 64) {
+    return invalid_argument(
+        "argument '{}': got {}, expected a 1-D integer tensor of static "
+        "length (at most 64)",
+        arg_name(node, i), s.to_string());
+  }
+  return static_cast<size_t>(s.shape[0].value());
+}
+
+// Checks that argument `i` holds one integer (rank 0 or 1).
+Status int_scalar_operand(const Node& node, size_t i) {
+  const TensorSpec& s = arg_spec(node, i);
+  const auto n = s.numel();
+  if (!is_integral(s.dtype) || s.rank() > 1 || !n || *n != 1) {
+    return invalid_argument("argument '{}': got {}, expected one integer", arg_name(node, i),
+                            s.to_string());
+  }
+  return Status::Ok();
+}
+
+// `rank` dims the run states.
+Shape runtime_shape(const Node& node, size_t rank) {
+  Shape shape;
+  for (size_t i = 0; i < rank; ++i) shape.push_back(runtime_dim(node, i));
+  return shape;
+}
+
+}  // namespace
+
+Status infer_dynamic_reshape(const Node& node, SpecList* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  KILN_ASSIGN_OR_RETURN(size_t rank, shape_operand(node, 1));
+  Shape shape;
+  for (size_t i = 0; i < rank; ++i) shape.push_back(runtime_dim(node, i));
+  return single(out, self.dtype, std::move(shape));
+}
+
+Status infer_dynamic_expand(const Node& node, SpecList* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  KILN_ASSIGN_OR_RETURN(size_t n, shape_operand(node, 1));
+  const size_t rank = std::max(n, self.rank());
+  Shape shape;
+  for (size_t i = 0; i < rank; ++i) {
+    // A static dim of self other than 1 is the output's: the shape's value must be 1 or it.
+    const size_t lead = rank - self.rank();
+    const Dim* d = i >= lead ? &self.shape[i - lead] : nullptr;
+    const bool kept = d != nullptr && d->is_static() && d->value() != 1;
+    shape.push_back(kept ? *d : runtime_dim(node, i));
+  }
+  return single(out, self.dtype, std::move(shape));
+}
+
+Status infer_dynamic_full(const Node& node, SpecList* out) {
+  KILN_ASSIGN_OR_RETURN(size_t rank, shape_operand(node, 0));
+  const DType dtype = node.kwarg("dtype").to_dtype();
+  const double fill = node.kwarg_float("fill_value");
+  if (!is_floating(dtype) && (!std::isfinite(fill) || fill != std::floor(fill))) {
+    return invalid_argument("argument 'fill_value': got {}, which {} cannot hold exactly", fill,
+                            dtype_name(dtype));
+  }
+  Shape shape;
+  for (size_t i = 0; i < rank; ++i) shape.push_back(runtime_dim(node, i));
+  return single(out, dtype, std::move(shape));
+}
+
+Status infer_dynamic_arange(const Node& node, SpecList* out) {
+  const TensorSpec& start = arg_spec(node, 0);
+  for (size_t i = 0; i < 3; ++i) {
+    const TensorSpec& s = arg_spec(node, i);
+    const auto n = s.numel();
+    if (s.dtype == DType::kBool || !n || *n != 1 || s.rank() > 1) {
+      return invalid_argument("argument '{}': got {}, expected a numeric scalar", arg_name(node, i),
+                              s.to_string());
+    }
+    if (s.dtype != start.dtype) {
+      return invalid_argument("argument '{}': got {}, expected dtype {} as start has",
+                              arg_name(node, i), s.to_string(), dtype_name(start.dtype));
+    }
+  }
+  return single(out, start.dtype, Shape{runtime_dim(node, 0)});
+}
+
+Status infer_dynamic_tile(const Node& node, SpecList* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  KILN_ASSIGN_OR_RETURN(size_t n, shape_operand(node, 1));
+  if (n != self.rank()) {
+    return invalid_argument("argument 'repeats': got {}, expected {} values (the rank of self {})",
+                            arg_spec(node, 1).to_string(), self.rank(), self.to_string());
+  }
+  return single(out, self.dtype, runtime_shape(node, self.rank()));
+}
+
+Status infer_dynamic_slice(const Node& node, SpecList* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  KILN_ASSIGN_OR_RETURN(size_t n, shape_operand(node, 1));
+  for (size_t i = 2; i < 5; ++i) {
+    KILN_ASSIGN_OR_RETURN(size_t m, shape_operand(node, i));
+    if (m != n) {
+      return invalid_argument("argument '{}': got {}, expected {} values as starts has",
+                              arg_name(node, i), arg_spec(node, i).to_string(), n);
+    }
+  }
+  if (n > self.rank()) {
+    return invalid_argument("argument 'starts': got {}, more axes than self {} has",
+                            arg_spec(node, 1).to_string(), self.to_string());
+  }
+  return single(out, self.dtype, runtime_shape(node, self.rank()));
+}
+
+Status infer_dynamic_unsqueeze(const Node& node, SpecList* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  KILN_ASSIGN_OR_RETURN(size_t n, shape_operand(node, 1));
+  return single(out, self.dtype, runtime_shape(node, self.rank() + n));
+}
+
+Status infer_dynamic_squeeze(const Node& node, SpecList* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  KILN_ASSIGN_OR_RETURN(size_t n, shape_operand(node, 1));
+  if (n > self.rank()) {
+    return invalid_argument("argument 'axes': got {}, more axes than self {} has",
+                            arg_spec(node, 1).to_string(), self.to_string());
+  }
+  return single(out, self.dtype, runtime_shape(node, self.rank() - n));
+}
+
+Status infer_dynamic_sum(const Node& node, SpecList* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  KILN_RETURN_IF_ERROR(expect_numeric("self", self));
+  KILN_ASSIGN_OR_RETURN(size_t n, shape_operand(node, 1));
+  const bool keepdim = node.kwarg_bool("keepdim");
+  if (n > self.rank()) {
+    return invalid_argument("argument 'axes': got {}, more axes than self {} has",
+                            arg_spec(node, 1).to_string(), self.to_string());
+  }
+  if (n == 0) {  // no axes: every dim, or none
+    if (node.kwarg_bool("noop_with_empty_axes")) return single(out, self.dtype, self.shape);
+    return single(out, self.dtype, keepdim ? Shape(self.rank(), Dim(1)) : Shape());
+  }
+  return single(out, self.dtype, runtime_shape(node, keepdim ? self.rank() : self.rank() - n));
+}
+
+Status infer_dynamic_cumsum(const Node& node, SpecList* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  KILN_RETURN_IF_ERROR(expect_numeric("self", self));
+  KILN_RETURN_IF_ERROR(int_scalar_operand(node, 1));
+  if (self.rank() == 0)
+    return invalid_argument("argument 'self': got {}, expected rank >= 1", self.to_string());
+  return single(out, self.dtype, self.shape);
+}
+
+Status infer_dynamic_topk(const Node& node, SpecList* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  KILN_RETURN_IF_ERROR(expect_numeric("self", self));
+  KILN_RETURN_IF_ERROR(int_scalar_operand(node, 1));
+  int64_t dim = 0;
+  KILN_RETURN_IF_ERROR(normalize_dim(node.kwarg_int("dim"), self.rank(), "dim", &dim));
+  Shape shape = self.shape;
+  shape[static_cast<size_t>(dim)] = runtime_dim(node, static_cast<size_t>(dim));
+  out->clear();
+  out->push_back(TensorSpec(self.dtype, shape));
+  out->push_back(TensorSpec(DType::kI64, std::move(shape)));
+  return Status::Ok();
 }
 
 }  // namespace kiln::shape

@@ -42,6 +42,13 @@ Status attr_mismatch(const AP& a, int expected) {
 
 bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
+// The key of a node's converter: the op type, prefixed by its domain outside the default one.
+std::string op_key(const onnx::NodeProto& n) {
+  return is_default_domain(n.domain()) ? n.op_type() : n.domain() + "." + n.op_type();
+}
+
+constexpr std::string_view kTrainingDomain = "ai.onnx.preview.training";
+
 std::string node_display_name(const onnx::NodeProto& n, int index) {
   return n.name().empty() ? fmt::format("#{}", index) : n.name();
 }
@@ -61,7 +68,8 @@ std::string sanitize_name(std::string_view name) {
 
 Importer::Importer(const OnnxImportOptions& options, std::string base_dir)
     : options_(options), base_dir_(std::move(base_dir)) {
-  for (auto table : {elementwise_ops(), nn_ops(), tensor_ops(), shape_ops(), quant_ops()}) {
+  for (auto table : {elementwise_ops(), nn_ops(), tensor_ops(), shape_ops(), quant_ops(),
+                     sequence_ops(), training_ops()}) {
     for (const OpEntry& e : table) table_.emplace(e.op_type, e.fn);
   }
 }
@@ -83,6 +91,11 @@ const Tensor* Importer::const_input(size_t i) {
   if (v == nullptr) return nullptr;
   if (v->constant) return &*v->constant;
   return nullptr;
+}
+
+bool Importer::is_runtime_input(size_t i) {
+  const Value* v = input_value(i);
+  return v != nullptr && !v->constant && !v->dims && !v->sequence;
 }
 
 Result<Tensor> Importer::require_const(size_t i, std::string_view what) {
@@ -127,6 +140,9 @@ Result<TensorSpec> Importer::input_spec(size_t i) {
   Value* v = input_value(i);
   if (v == nullptr) return invalid_argument("input {} is missing", i);
   if (v->constant) return TensorSpec::of(v->constant->dtype(), v->constant->shape());
+  if (v->sequence) {
+    return invalid_argument("input {} ('{}') is a sequence, expected a tensor", i, v->onnx_name);
+  }
   if (v->dims) {
     TensorSpec s;
     s.dtype = v->dims->dtype;
@@ -167,6 +183,24 @@ void Importer::set_output(size_t i, Node* n) {
 void Importer::set_output_const(size_t i, Tensor t) {
   if (i >= num_outputs() || node_->output(static_cast<int>(i)).empty()) return;
   value_for_output(i).constant = std::move(t);
+}
+
+void Importer::set_output_value(size_t i, const Value& v) {
+  if (i >= num_outputs() || node_->output(static_cast<int>(i)).empty()) return;
+  Value& out = value_for_output(i);
+  out.node = v.node;
+  out.constant = v.constant;
+  out.dims = v.dims;
+  out.sequence = v.sequence;
+}
+
+Result<std::shared_ptr<const std::vector<Value>>> Importer::sequence_input(size_t i) {
+  Value* v = input_value(i);
+  if (v == nullptr) return invalid_argument("input {} is missing", i);
+  if (!v->sequence) {
+    return invalid_argument("input {} ('{}') is a tensor, expected a sequence", i, v->onnx_name);
+  }
+  return v->sequence;
 }
 
 void Importer::set_output_dims(size_t i, DimsValue d) {
@@ -226,6 +260,9 @@ Result<Node*> Importer::materialize(Value& v, Role role) {
   if (v.constant) {
     v.node = constant_node(*v.constant, v.onnx_name, role);
     return v.node;
+  }
+  if (v.sequence) {
+    return unsupported("value '{}' is a sequence where a tensor is expected", v.onnx_name);
   }
   if (v.dims) {
     std::vector<std::string> shown;
@@ -307,14 +344,17 @@ Result<std::optional<std::vector<int64_t>>> Importer::axes_attr_or_input(std::st
 
 Status Importer::check_model(const onnx::ModelProto& model) {
   if (!model.has_graph()) return parse_error("the model has no graph");
-  bool found = false;
+  bool found = false, training = false;
   for (const auto& op : model.opset_import()) {
     if (is_default_domain(op.domain())) {
       opset_ = op.version();
       found = true;
     }
+    training = training || op.domain() == kTrainingDomain;
   }
-  if (!found) {
+  if (!found && training) {
+    opset_ = kOnnxMinOpset;  // only optimizer ops: no default-domain op to convert
+  } else if (!found) {
     if (model.ir_version() >= 3) return parse_error("the model imports no default-domain opset");
     opset_ = 1;
   }
@@ -445,8 +485,8 @@ Status Importer::check_supported(const onnx::GraphProto& g) {
   std::unordered_map<std::string, std::vector<std::string>> nodes_of;
   for (int i = 0; i < g.node_size(); ++i) {
     const auto& n = g.node(i);
-    std::string key = is_default_domain(n.domain()) ? n.op_type() : n.domain() + "." + n.op_type();
-    if (is_default_domain(n.domain()) && table_.count(n.op_type())) continue;
+    std::string key = op_key(n);
+    if (table_.count(key)) continue;
     auto [it, inserted] = nodes_of.try_emplace(key);
     if (inserted) order.push_back(key);
     it->second.push_back(node_display_name(n, i));
@@ -543,16 +583,16 @@ Status Importer::convert_node(const onnx::NodeProto& n) {
   }
   KILN_ASSIGN_OR_RETURN(bool folded, try_fold(n));
   if (!folded) {
-    auto it = table_.find(n.op_type());
-    if (it == table_.end()) return unsupported("op {} is not supported", n.op_type());
+    auto it = table_.find(op_key(n));
+    if (it == table_.end()) return unsupported("op {} is not supported", op_key(n));
     KILN_RETURN_IF_ERROR(it->second(*this));
   }
   for (int i = 0; i < n.output_size(); ++i) {
     const std::string& out = n.output(i);
     if (out.empty() || !consumed_.count(out)) continue;
     auto it = values_.find(out);
-    if (it == values_.end() ||
-        (it->second.node == nullptr && !it->second.constant && !it->second.dims)) {
+    if (it == values_.end() || (it->second.node == nullptr && !it->second.constant &&
+                                !it->second.dims && !it->second.sequence)) {
       return unsupported("output {} ('{}') is used but kiln does not compute it", i, out);
     }
   }

@@ -3,6 +3,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -25,13 +26,15 @@ struct DimsValue {
 };
 
 /// What an ONNX value name stands for while importing: a graph node, a constant known at import
-/// time (initializer or folded), or symbolic shape arithmetic. Constants become placeholders only
-/// when an op needs them as a tensor.
+/// time (initializer or folded), symbolic shape arithmetic, or a sequence of such values whose
+/// length and order are known at import time (ONNX's sequence ops). Constants become
+/// placeholders only when an op needs them as a tensor.
 struct Value {
   std::string onnx_name;
   Node* node = nullptr;
   std::optional<Tensor> constant;
   std::optional<DimsValue> dims;
+  std::shared_ptr<const std::vector<Value>> sequence;
 };
 
 /// How an op reads an input: weights (float, rank >= 1) become parameters, the rest constants.
@@ -53,6 +56,8 @@ std::span<const OpEntry> nn_ops();           // ops_nn.cc
 std::span<const OpEntry> tensor_ops();       // ops_tensor.cc
 std::span<const OpEntry> shape_ops();        // ops_shape.cc
 std::span<const OpEntry> quant_ops();        // ops_quant.cc
+std::span<const OpEntry> sequence_ops();     // ops_sequence.cc
+std::span<const OpEntry> training_ops();     // ops_training.cc (ai.onnx.preview.training)
 
 /// Imports one ModelProto. Not reusable: one Importer per model.
 class Importer {
@@ -77,6 +82,8 @@ class Importer {
   Value* input_value(size_t i);
   /// Constant value of input `i`; null when absent or not known at import time.
   const Tensor* const_input(size_t i);
+  /// True if input `i` is computed when the model runs: neither a constant nor shape arithmetic.
+  bool is_runtime_input(size_t i);
   /// Input `i` as a constant, or an error naming `what` ("input 'pads'").
   [[nodiscard]] Result<Tensor> require_const(size_t i, std::string_view what);
   /// Input `i` as constant integers (rank <= 1).
@@ -94,6 +101,10 @@ class Importer {
   void set_output(size_t i, Node* n);
   void set_output_const(size_t i, Tensor t);
   void set_output_dims(size_t i, DimsValue d);
+  /// Binds output `i` to what `v` stands for (a sequence element, or a sequence).
+  void set_output_value(size_t i, const Value& v);
+  /// The sequence input `i` holds, or an error naming it.
+  [[nodiscard]] Result<std::shared_ptr<const std::vector<Value>>> sequence_input(size_t i);
   /// True if some node or graph output reads output `i`.
   bool output_used(size_t i) const;
 

@@ -74,12 +74,20 @@ Status convert_size(Importer& im) {
 }
 
 Status convert_constant_of_shape(Importer& im) {
-  KILN_ASSIGN_OR_RETURN(DimsValue shape, im.require_dims(0, "input 'input'"));
   Tensor value(DType::kF32, {1});
   if (im.has_attr("value")) {
     KILN_ASSIGN_OR_RETURN(value, im.attr_tensor("value"));
     if (value.numel() != 1) return invalid_argument("attribute 'value' must hold one element");
   }
+  if (im.is_runtime_input(0)) {  // a shape the model computes: read when the program runs
+    KILN_ASSIGN_OR_RETURN(Node * shape, im.input(0));
+    KILN_ASSIGN_OR_RETURN(
+        Node * n, im.call(OpId::kDynamicFull, {shape},
+                          {{"fill_value", fold::get_f64(value, 0)}, {"dtype", value.dtype()}}));
+    im.set_output(0, n);
+    return Status::Ok();
+  }
+  KILN_ASSIGN_OR_RETURN(DimsValue shape, im.require_dims(0, "input 'input'"));
   std::vector<int64_t> size;
   for (Dim d : shape.dims) {
     if (!d.is_static()) {
@@ -103,6 +111,16 @@ Status convert_constant_of_shape(Importer& im) {
 }
 
 Status convert_range(Importer& im) {
+  if (im.is_runtime_input(0) || im.is_runtime_input(1) || im.is_runtime_input(2)) {
+    // Bounds the model computes: the length is known when the program runs.
+    Node* in[3];
+    for (size_t i = 0; i < 3; ++i) {
+      KILN_ASSIGN_OR_RETURN(in[i], im.input(i));
+    }
+    KILN_ASSIGN_OR_RETURN(Node * n, im.call(OpId::kDynamicArange, {in[0], in[1], in[2]}));
+    im.set_output(0, n);
+    return Status::Ok();
+  }
   KILN_ASSIGN_OR_RETURN(Tensor start, im.require_const(0, "input 'start'"));
   KILN_ASSIGN_OR_RETURN(Tensor limit, im.require_const(1, "input 'limit'"));
   KILN_ASSIGN_OR_RETURN(Tensor delta, im.require_const(2, "input 'delta'"));

@@ -189,9 +189,15 @@ Result<Node*> reshape_keeping_prefix(Importer& im, Node* x, const TensorSpec& xs
 
 Status convert_reshape(Importer& im) {
   KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
-  KILN_ASSIGN_OR_RETURN(DimsValue target, im.require_dims(1, "input 'shape'"));
   KILN_ASSIGN_OR_RETURN(int64_t allowzero, im.attr_int("allowzero", 0));
   KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  if (im.is_runtime_input(1)) {  // a shape the model computes: read when the program runs
+    KILN_ASSIGN_OR_RETURN(Node * shape, im.input(1));
+    KILN_ASSIGN_OR_RETURN(
+        Node * y, im.call(OpId::kDynamicReshape, {x, shape}, {{"allowzero", allowzero != 0}}));
+    return forward(im, y);
+  }
+  KILN_ASSIGN_OR_RETURN(DimsValue target, im.require_dims(1, "input 'shape'"));
   auto shape = reshape_target(xs, target, allowzero != 0);
   if (!shape.ok()) {  // one int list cannot say it; a flatten / unflatten pair may
     KILN_ASSIGN_OR_RETURN(Node * kept, reshape_keeping_prefix(im, x, xs, target, allowzero != 0));
@@ -215,6 +221,18 @@ Status convert_transpose(Importer& im) {
 
 Status convert_squeeze(Importer& im) {
   KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
+  if (im.opset() >= 13 && im.is_runtime_input(1)) {  // axes the model computes
+    KILN_ASSIGN_OR_RETURN(TensorSpec as, im.input_spec(1));
+    KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+    Node* y = nullptr;
+    if (as.numel() == std::optional<int64_t>(0)) {  // no axes: every dim of size 1
+      KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kSqueeze, {x}, {{"dim", Arg()}}));
+    } else {
+      KILN_ASSIGN_OR_RETURN(Node * axes, im.input(1));
+      KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kDynamicSqueeze, {x, axes}));
+    }
+    return forward(im, y);
+  }
   KILN_ASSIGN_OR_RETURN(auto axes, im.axes_attr_or_input("axes", 1, 13));
   Arg dim;
   if (axes && !axes->empty()) {
@@ -228,6 +246,12 @@ Status convert_squeeze(Importer& im) {
 
 Status convert_unsqueeze(Importer& im) {
   KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
+  if (im.opset() >= 13 && im.is_runtime_input(1)) {  // axes the model computes
+    KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+    KILN_ASSIGN_OR_RETURN(Node * axes, im.input(1));
+    KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kDynamicUnsqueeze, {x, axes}));
+    return forward(im, y);
+  }
   KILN_ASSIGN_OR_RETURN(auto axes, im.axes_attr_or_input("axes", 1, 13));
   if (!axes || axes->empty()) return invalid_argument("axes are missing");
   size_t out_rank = r + axes->size();
@@ -290,8 +314,36 @@ Status convert_split(Importer& im) {
   return Status::Ok();
 }
 
+// Slice with operands computed when the model runs, or with negative steps: dynamic_slice, with
+// ONNX's defaults (axes 0, 1, ...; steps 1) as constants.
+Status dynamic_slice(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec ss, im.input_spec(1));
+  const auto n = ss.numel();
+  if (ss.rank() != 1 || !n) {
+    return invalid_argument("input 'starts' ('{}'): got {}, expected a 1-D tensor of static length",
+                            im.node().input(1), ss.to_string());
+  }
+  std::vector<Arg> args;
+  for (size_t i = 0; i < 5; ++i) {
+    if (im.has_input(i)) {
+      KILN_ASSIGN_OR_RETURN(Node * v, im.input(i));
+      args.emplace_back(v);
+      continue;
+    }
+    Tensor t(DType::kI64, {*n});
+    for (int64_t k = 0; k < *n; ++k) t.mutable_data_as<int64_t>()[k] = i == 3 ? k : 1;
+    args.emplace_back(
+        im.constant_node(std::move(t), im.node().output(0) + (i == 3 ? "_axes" : "_steps")));
+  }
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kDynamicSlice, std::move(args)));
+  return forward(im, y);
+}
+
 Status convert_slice(Importer& im) {
   KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  for (size_t i = 1; i < 5; ++i) {
+    if (im.has_input(i) && im.is_runtime_input(i)) return dynamic_slice(im);
+  }
   KILN_ASSIGN_OR_RETURN(auto starts, im.require_ints(1, "input 'starts'"));
   KILN_ASSIGN_OR_RETURN(auto ends, im.require_ints(2, "input 'ends'"));
   std::vector<int64_t> axes(starts.size()), steps(starts.size(), 1);
@@ -305,13 +357,17 @@ Status convert_slice(Importer& im) {
   if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
     return invalid_argument("starts, ends, axes and steps differ in length");
   }
+  // Negative steps follow ONNX's clamping rules, which dynamic_slice implements.
+  if (std::any_of(steps.begin(), steps.end(), [](int64_t st) { return st < 0; })) {
+    return dynamic_slice(im);
+  }
   KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
   constexpr int64_t kBig = std::numeric_limits<int32_t>::max();
   for (size_t k = 0; k < starts.size(); ++k) {
     int64_t a = axes[k];
     KILN_RETURN_IF_ERROR(normalize_axis(&a, xs.rank(), "input 'axes'"));
     int64_t s = starts[k], e = ends[k], st = steps[k];
-    if (st <= 0) return unsupported("slice step {} (only positive steps are supported)", st);
+    if (st == 0) return invalid_argument("input 'steps': a step is 0");
     const Dim& d = xs.shape[static_cast<size_t>(a)];
     Arg end = e >= kBig || (d.is_static() && e >= d.value()) ? Arg() : Arg(std::max(e, -kBig));
     Arg start = Arg(std::clamp(s, -kBig, kBig));
@@ -396,6 +452,12 @@ Status convert_gather_elements(Importer& im) {
 
 Status convert_expand(Importer& im) {
   KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  if (im.is_runtime_input(1)) {  // a shape the model computes: read when the program runs
+    KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+    KILN_ASSIGN_OR_RETURN(Node * shape, im.input(1));
+    KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kDynamicExpand, {x, shape}));
+    return forward(im, y);
+  }
   KILN_ASSIGN_OR_RETURN(DimsValue target, im.require_dims(1, "input 'shape'"));
   size_t r = std::max(xs.rank(), target.dims.size());
   std::vector<int64_t> size(r);
@@ -507,7 +569,19 @@ Status reduce(Importer& im, OpId op, int64_t axes_input_from) {
   return forward_keep_dtype(im, y, xs.dtype);
 }
 Status convert_reduce_mean(Importer& im) { return reduce(im, OpId::kMean, 18); }
-Status convert_reduce_sum(Importer& im) { return reduce(im, OpId::kSum, 13); }
+Status convert_reduce_sum(Importer& im) {
+  if (im.opset() >= 13 && im.has_input(1) && im.is_runtime_input(1)) {  // axes the model computes
+    KILN_ASSIGN_OR_RETURN(int64_t keepdims, im.attr_int("keepdims", 1));
+    KILN_ASSIGN_OR_RETURN(int64_t noop, im.attr_int("noop_with_empty_axes", 0));
+    KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+    KILN_ASSIGN_OR_RETURN(Node * axes, im.input(1));
+    KILN_ASSIGN_OR_RETURN(
+        Node * y, im.call(OpId::kDynamicSum, {x, axes},
+                          {{"keepdim", keepdims != 0}, {"noop_with_empty_axes", noop != 0}}));
+    return forward(im, y);
+  }
+  return reduce(im, OpId::kSum, 13);
+}
 Status convert_reduce_prod(Importer& im) { return reduce(im, OpId::kProd, 18); }
 Status convert_reduce_max(Importer& im) { return reduce(im, OpId::kAmax, 18); }
 Status convert_reduce_min(Importer& im) { return reduce(im, OpId::kAmin, 18); }
@@ -570,6 +644,14 @@ Status convert_cumsum(Importer& im) {
   KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
   KILN_ASSIGN_OR_RETURN(int64_t exclusive, im.attr_int("exclusive", 0));
   KILN_ASSIGN_OR_RETURN(int64_t reverse, im.attr_int("reverse", 0));
+  if (im.is_runtime_input(1)) {  // an axis the model computes
+    KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+    KILN_ASSIGN_OR_RETURN(Node * axis, im.input(1));
+    KILN_ASSIGN_OR_RETURN(Node * y,
+                          im.call(OpId::kDynamicCumsum, {x, axis},
+                                  {{"exclusive", exclusive != 0}, {"reverse", reverse != 0}}));
+    return forward(im, y);
+  }
   KILN_ASSIGN_OR_RETURN(auto axis_v, im.require_ints(1, "input 'axis'"));
   if (axis_v.size() != 1) return invalid_argument("input 'axis' must hold one value");
   int64_t axis = axis_v[0];
@@ -586,14 +668,21 @@ Status convert_cumsum(Importer& im) {
 // sorted=0).
 Status convert_top_k(Importer& im) {
   KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
-  KILN_ASSIGN_OR_RETURN(auto k, im.require_ints(1, "input 'K'"));
-  if (k.size() != 1) return invalid_argument("input 'K' must hold one value");
   KILN_ASSIGN_OR_RETURN(int64_t axis, im.attr_int("axis", -1));
   KILN_RETURN_IF_ERROR(normalize_axis(&axis, r, "attribute 'axis'"));
   KILN_ASSIGN_OR_RETURN(int64_t largest, im.attr_int("largest", 1));
   KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
-  KILN_ASSIGN_OR_RETURN(
-      Node * t, im.call(OpId::kTopk, {x}, {{"k", k[0]}, {"dim", axis}, {"largest", largest != 0}}));
+  Node* t = nullptr;
+  if (im.is_runtime_input(1)) {  // a k the model computes
+    KILN_ASSIGN_OR_RETURN(Node * k, im.input(1));
+    KILN_ASSIGN_OR_RETURN(
+        t, im.call(OpId::kDynamicTopk, {x, k}, {{"dim", axis}, {"largest", largest != 0}}));
+  } else {
+    KILN_ASSIGN_OR_RETURN(auto k, im.require_ints(1, "input 'K'"));
+    if (k.size() != 1) return invalid_argument("input 'K' must hold one value");
+    KILN_ASSIGN_OR_RETURN(
+        t, im.call(OpId::kTopk, {x}, {{"k", k[0]}, {"dim", axis}, {"largest", largest != 0}}));
+  }
   for (size_t i = 0; i < std::min<size_t>(im.num_outputs(), 2); ++i) {
     if (!im.output_used(i)) continue;
     KILN_ASSIGN_OR_RETURN(Node * g, im.call(OpId::kGetitem, {t, static_cast<int64_t>(i)}));
@@ -758,7 +847,44 @@ Status convert_trilu(Importer& im) {
   return forward_keep_dtype(im, y, xs.dtype);
 }
 
+// Tile: repeats known at import time on a static shape become reshape / expand / reshape (x
+// [d0, d1] -> [1, d0, 1, d1] -> [r0, d0, r1, d1] -> [r0*d0, r1*d1]); repeats the model computes
+// (or a symbolic shape) become dynamic_tile.
+Status convert_tile(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  const auto shape = xs.static_shape();
+  if (!im.is_runtime_input(1) && shape) {
+    KILN_ASSIGN_OR_RETURN(auto reps, im.require_ints(1, "input 'repeats'"));
+    if (reps.size() != xs.rank()) {
+      return invalid_argument("input 'repeats' has {} values, expected {} (the rank of {})",
+                              reps.size(), xs.rank(), xs.to_string());
+    }
+    std::vector<int64_t> split, grown, out;
+    for (size_t d = 0; d < reps.size(); ++d) {
+      int64_t n = 0;
+      if (reps[d] < 0 || __builtin_mul_overflow(reps[d], (*shape)[d], &n)) {
+        return invalid_argument("input 'repeats': got [{}], invalid for {}", fmt::join(reps, ", "),
+                                xs.to_string());
+      }
+      split.insert(split.end(), {1, (*shape)[d]});
+      grown.insert(grown.end(), {reps[d], (*shape)[d]});
+      out.push_back(n);
+    }
+    KILN_RETURN_IF_ERROR(check_shape(out, "Tile"));
+    if (out == *shape) return forward(im, x);
+    KILN_ASSIGN_OR_RETURN(x, im.call(OpId::kReshape, {x}, {{"shape", split}}));
+    KILN_ASSIGN_OR_RETURN(x, im.call(OpId::kExpand, {x}, {{"size", grown}}));
+    KILN_ASSIGN_OR_RETURN(x, im.call(OpId::kReshape, {x}, {{"shape", out}}));
+    return forward(im, x);
+  }
+  KILN_ASSIGN_OR_RETURN(Node * reps, im.input(1));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kDynamicTile, {x, reps}));
+  return forward(im, y);
+}
+
 constexpr OpEntry kTensorOps[] = {
+    {"Tile", convert_tile},
     {"Flatten", convert_flatten},
     {"Reshape", convert_reshape},
     {"Transpose", convert_transpose},

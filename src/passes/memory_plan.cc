@@ -2,6 +2,7 @@
 #include "kiln/passes/memory_plan.h"
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 #include <string_view>
 #include <unordered_map>
@@ -43,16 +44,42 @@ std::string value_text(const Node& n, uint32_t index) {
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
 
+// The symbols a dim's text names ("(h-1)/2+w" -> h, w).
+std::vector<std::string_view> dim_symbols(std::string_view text) {
+  std::vector<std::string_view> out;
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t i = 0; i < text.size();) {
+    if (!ident(text[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && ident(text[j])) ++j;
+    if (!std::isdigit(static_cast<unsigned char>(text[i]))) out.push_back(text.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
 // Bytes of one value at its dims' bounds (checked), and whether a dim is symbolic. An unbounded
-// dim makes a computed value kDynamic when `unbounded_dynamic`.
+// dim makes a computed value kDynamic when `unbounded_dynamic`, or when it names a symbol no
+// input carries: a size the program computes when it runs (dynamic_reshape and the other ops
+// whose shape is a tensor's value), which no range can bound.
 Status value_bytes(const Node& n, uint32_t index, DimBounds& bounds, bool unbounded_dynamic,
-                   PlannedValue* v) {
+                   const std::set<std::string, std::less<>>& input_symbols, PlannedValue* v) {
   const TensorSpec& spec = n.meta.val[index];
   uint64_t bytes = dtype_size(spec.dtype);
   for (const Dim& d : spec.shape) {
     if (!d.is_static()) v->dynamic = true;
     auto b = bounds.bound(d);
-    if (!b.ok() && unbounded_dynamic && !d.is_static() && n.op() == OpKind::kCallFunction) {
+    bool computed = false;
+    if (!b.ok() && !d.is_static()) {
+      for (std::string_view sym : dim_symbols(d.symbol_name())) {
+        computed = computed || !input_symbols.count(sym);
+      }
+    }
+    if (!b.ok() && (unbounded_dynamic || computed) && !d.is_static() &&
+        n.op() == OpKind::kCallFunction) {
       v->home = ValueHome::kDynamic;
       v->bytes = 0;
       return Status::Ok();
@@ -153,7 +180,13 @@ class Planner {
         v.index = i;
         v.home = home;
         v.first = v.last = p;
-        KILN_RETURN_IF_ERROR(value_bytes(*n, i, bounds_, options_.unbounded_dims_dynamic, &v));
+        if (n->op() == OpKind::kPlaceholder) {
+          for (const Dim& d : n->meta.val[i].shape) {
+            for (std::string_view sym : dim_symbols(d.symbol_name())) input_symbols_.emplace(sym);
+          }
+        }
+        KILN_RETURN_IF_ERROR(
+            value_bytes(*n, i, bounds_, options_.unbounded_dims_dynamic, input_symbols_, &v));
         plan_.values.push_back(v);
       }
     }
@@ -304,6 +337,7 @@ class Planner {
   const Graph& graph_;
   const MemoryPlanOptions& options_;
   DimBounds bounds_;
+  std::set<std::string, std::less<>> input_symbols_;  // the symbols of placeholders' dims
   MemoryPlan plan_;
   std::vector<int64_t> pos_;  // node id -> position in graph order
   int64_t last_pos_ = 0;

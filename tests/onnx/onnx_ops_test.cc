@@ -151,6 +151,21 @@ std::vector<OpCase> cases() {
                  b.node("PRelu", {"x", "s"}, {"y"});
                },
                {"reshape", "prelu"}, "f32[2, 3, 4]"});
+  c.push_back({"TileIsReshapeExpandReshape", 13, [](B& b) {
+                 b.input("x", {2, 3});
+                 b.init_ints("reps", {2, 1});
+                 b.node("Tile", {"x", "reps"}, {"y"});
+               },
+               {"reshape", "expand", "reshape"}, "f32[4, 3]", [](const ExportedProgram& p) {
+                 EXPECT_EQ(op(p, OpId::kExpand)->kwarg("size").to_ints(),
+                           (std::vector<int64_t>{2, 2, 1, 3}));
+               }});
+  c.push_back({"SliceNegativeStepFollowsOnnxClamping", 13, [](B& b) {
+                 b.input("x", {4, 3});
+                 b.init_ints("s", {-1}).init_ints("e", {-100}).init_ints("a", {0}).init_ints("st", {-2});
+                 b.node("Slice", {"x", "s", "e", "a", "st"}, {"y"}, "neg");
+               },
+               {"dynamic_slice"}, "f32[neg_d0, neg_d1]"});
   c.push_back({"Gelu20", 20, [](B& b) {
                  b.input("x", {4});
                  auto& n = b.node("Gelu", {"x"}, {"y"});
@@ -703,14 +718,127 @@ TEST(OnnxOpsErrors, ResizeNearestHalfPixelIsRefusedClearly) {
       << p.status().message();
 }
 
-TEST(OnnxOpsErrors, RuntimeShapeOperandIsRefusedClearly) {
-  B b(13);
-  b.input("x", {2, 3}).input("shape", {2}, onnx::TensorProto::INT64);
-  b.node("Reshape", {"x", "shape"}, {"y"}, "r");
+// Sequences live in the importer: their elements are graph values, positions constants.
+TEST(OnnxOps, SequencesAreTrackedAtImportTime) {
+  B b(12);
+  b.input("x", {2, 3}).input("y", {2, 3});
+  b.init_ints("front", {0}, true).init_ints("last", {-1}, true);
+  b.node("SequenceConstruct", {"x", "y"}, {"s"});
+  b.node("SequenceInsert", {"s", "x", "front"}, {"s2"});
+  b.node("SequenceAt", {"s2", "last"}, {"a"});
+  auto& cat = b.node("ConcatFromSequence", {"s2"}, {"c"});
+  B::attr_int(cat, "axis", 0);
+  B::attr_int(cat, "new_axis", 1);
+  b.node("Add", {"a", "c"}, {"sum"});
+  b.node("SequenceLength", {"s2"}, {"n"});
+  auto& split = b.node("SplitToSequence", {"x"}, {"parts"});
+  B::attr_int(split, "axis", 1);
+  B::attr_int(split, "keepdims", 0);
+  b.node("SequenceAt", {"parts", "last"}, {"col"});
+  b.output("sum").output("n").output("col");
+  auto p = import_model(b);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_TRUE(p->lint().ok()) << p->lint().message();
+  std::vector<std::string> specs;
+  for (const Node* n : p->user_outputs()) specs.push_back(n->spec().to_string());
+  EXPECT_EQ(specs, (std::vector<std::string>{"f32[3, 2, 3]", "i64[]", "f32[2]"}));
+  // The element SequenceAt returns is y itself: the add reads the graph input.
+  const Node* add = op(*p, OpId::kAdd);
+  ASSERT_NE(add, nullptr);
+  EXPECT_EQ(add->arg(0).node()->name(), "y");
+}
+
+TEST(OnnxOpsErrors, SequenceMisuseIsRefusedClearly) {
+  B b(12);
+  b.input("x", {2, 3});
+  b.init_ints("two", {2}, true);
+  b.node("SequenceConstruct", {"x", "x"}, {"s"});
+  b.node("SequenceAt", {"s", "two"}, {"y"}, "at");
   b.output("y");
   auto p = import_model(b);
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.status().message().find("input 'shape'"), std::string::npos) << p.status().message();
+  EXPECT_NE(p.status().message().find("input 'position': 2 is outside [-2, 1] for a sequence of 2 "
+                                      "tensors"),
+            std::string::npos)
+      << p.status().message();
+  B o(12);
+  o.input("x", {2, 3});
+  o.node("SequenceConstruct", {"x"}, {"s"});
+  o.output("s");
+  auto q = import_model(o);
+  ASSERT_FALSE(q.ok());
+  EXPECT_NE(q.status().message().find("graph output 's': value 's' is a sequence where a tensor is "
+                                      "expected"),
+            std::string::npos)
+      << q.status().message();
+}
+
+// ONNX's optimizer ops (ai.onnx.preview.training) become element-wise graphs; a model may import
+// that domain alone.
+TEST(OnnxOps, OptimizerStepsAreElementwise) {
+  B b(13);
+  b.model().clear_opset_import();
+  auto* op = b.model().add_opset_import();
+  op->set_domain("ai.onnx.preview.training");
+  op->set_version(1);
+  b.input("r", {}).input("t", {}, onnx::TensorProto::INT64);
+  b.input("x", {4}).input("g", {4}).input("v", {4}).input("h", {4});
+  auto& adam = b.node("Adam", {"r", "t", "x", "g", "v", "h"}, {"x_new", "v_new", "h_new"});
+  adam.set_domain("ai.onnx.preview.training");
+  B::attr_float(adam, "norm_coefficient_post", 0.1f);
+  b.output("x_new").output("v_new").output("h_new");
+  auto p = import_model(b);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_TRUE(p->lint().ok()) << p->lint().message();
+  std::vector<std::string> specs;
+  for (const Node* n : p->user_outputs()) specs.push_back(n->spec().to_string());
+  EXPECT_EQ(specs, (std::vector<std::string>{"f32[4]", "f32[4]", "f32[4]"}));
+  B bad(13);
+  bad.input("r", {2}).input("t", {}, onnx::TensorProto::INT64).input("x", {4}).input("g", {4});
+  bad.input("h", {4});
+  auto& ada = bad.node("Adagrad", {"r", "t", "x", "g", "h"}, {"x_new", "h_new"}, "step");
+  ada.set_domain("ai.onnx.preview.training");
+  bad.output("x_new");
+  auto q = import_model(bad);
+  ASSERT_FALSE(q.ok());
+  EXPECT_NE(q.status().message().find("input 'R' ('r'): got f32[2], expected a scalar"),
+            std::string::npos)
+      << q.status().message();
+}
+
+TEST(OnnxOpsErrors, RuntimePadsAreRefusedClearly) {
+  B b(13);
+  b.input("x", {2, 3}).input("pads", {4}, onnx::TensorProto::INT64);
+  b.node("Pad", {"x", "pads"}, {"y"}, "p");
+  b.output("y");
+  auto p = import_model(b);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("input 'pads' ('pads') must be known at import time"),
+            std::string::npos)
+      << p.status().message();
+}
+
+// Shape operands the model computes become ops that read them when the program runs; their
+// output dims are symbols named after the node.
+TEST(OnnxOps, RuntimeShapeOperandsReadWhenTheProgramRuns) {
+  B b(13);
+  b.input("x", {2, 3}).input("shape", {2}, onnx::TensorProto::INT64);
+  b.input("lo", {}, onnx::TensorProto::INT64).input("hi", {}, onnx::TensorProto::INT64);
+  b.init_ints("one", {1}, true);
+  b.node("Reshape", {"x", "shape"}, {"r"}, "r");
+  b.node("Expand", {"x", "shape"}, {"e"}, "e");
+  b.node("ConstantOfShape", {"shape"}, {"c"}, "c");
+  b.node("Range", {"lo", "hi", "one"}, {"n"}, "n");
+  b.output("r").output("e").output("c").output("n");
+  auto p = import_model(b);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_TRUE(p->lint().ok()) << p->lint().message();
+  EXPECT_EQ(call_ops(*p), (std::vector<std::string>{"dynamic_reshape", "dynamic_expand",
+                                                    "dynamic_full", "dynamic_arange"}));
+  std::vector<std::string> specs;
+  for (const Node* n : p->user_outputs()) specs.push_back(n->spec().to_string());
+  EXPECT_EQ(specs, (std::vector<std::string>{"f32[r_d0, r_d1]", "f32[2, 3]", "f32[c_d0, c_d1]",
+                                             "i64[n_d0]"}));
 }
 
 }  // namespace

@@ -468,27 +468,29 @@ TEST(MemoryPlanSymbolic, AMissingBoundNamesTheNodeAndTheDim) {
 TEST(MemoryPlanSymbolic, AMissingBoundOfADerivedDimNamesItsSymbol) {
   ExportedProgram p;
   GraphBuilder g(p);
-  Node* x = g.input("x", f32({4, 3}));
-  Node* a = call_spec(p, OpId::kRelu, {x}, {TensorSpec(DType::kF32, {Dim::symbol("batch*seq")})},
-                      {}, "flat");
-  g.outputs({a});
+  Node* x = g.input("x", TensorSpec(DType::kF32, {Dim::symbol("batch*seq")}));
+  g.outputs({g.relu(x)});
   MemoryPlanOptions options;
   options.dim_bounds["batch"] = 4;
   EXPECT_EQ(plan_error(p, options),
-            "node 'flat' (#1) f32[batch*seq]: symbolic dim 'batch*seq' has no upper bound for "
+            "node 'x' (#0) f32[batch*seq]: symbolic dim 'batch*seq' has no upper bound for "
             "its symbol 'seq'");
 }
 
 TEST(MemoryPlanSymbolic, AListElementIsNamedByItsIndex) {
   ExportedProgram p;
   GraphBuilder g(p);
-  Node* x = g.input("x", f32({4, 3}));
+  Node* x = g.input("x", TensorSpec(DType::kF32, {Dim::symbol("n"), Dim(3)}));
+  const Dim huge = Dim::symbol("n*1099511627776");
   Node* s = call_spec(p, OpId::kSplit, {x},
-                      {f32({4, 1}), TensorSpec(DType::kF32, {Dim::symbol("n"), Dim(2)})},
+                      {f32({4, 1}), TensorSpec(DType::kF32, {huge, huge, Dim(2)})},
                       {{"split_sizes", std::vector<int64_t>{1, 2}}, {"dim", 1}}, "split");
   g.outputs({g.call(OpId::kGetitem, {s, 0})});
-  EXPECT_EQ(plan_error(p),
-            "node 'split' (#1) output 1 f32[n, 2]: symbolic dim 'n' has no upper bound");
+  MemoryPlanOptions options;
+  options.dim_bounds["n"] = 1 << 20;
+  EXPECT_EQ(plan_error(p, options),
+            "node 'split' (#1) output 1 f32[n*1099511627776, n*1099511627776, 2]: its size at the "
+            "dim bounds overflows 2^63 bytes");
 }
 
 // ---- Unbounded dims allocated when computed (MemoryPlanOptions::unbounded_dims_dynamic)
@@ -533,6 +535,29 @@ TEST(MemoryPlanDynamic, UnboundedValuesAreNotPlanned) {
   options.unbounded_dims_dynamic = false;
   options.dim_bounds.erase("batch");
   EXPECT_FALSE(plan_memory(p, options).ok());
+}
+
+// A size the program computes (a symbol no input carries) is allocated when computed, with or
+// without the option; an input's unbounded symbol is still an error without it.
+TEST(MemoryPlanDynamic, ComputedSizesAreAllocatedWhenComputed) {
+  ExportedProgram p;
+  GraphBuilder g(p);
+  Node* x = g.input("x", f32({2, 6}));
+  Node* shape = g.input("shape", TensorSpec(DType::kI64, {Dim(2)}));
+  Node* y = g.input("y", TensorSpec(DType::kF32, {Dim::symbol("n")}));
+  Node* r = g.call(OpId::kDynamicReshape, {x, shape});  // f32[dynamic_reshape_d0, _d1]
+  Node* a = g.relu(r);
+  Node* b = g.relu(x);
+  g.outputs({g.neg(a), g.neg(b), g.relu(y)});
+  MemoryPlanOptions options;
+  options.dim_bounds["n"] = 8;
+  MemoryPlan plan = plan_ok(p, options);
+  EXPECT_EQ(value_of(plan, a).home, ValueHome::kDynamic);
+  EXPECT_EQ(value_of(plan, b).home, ValueHome::kArena);
+  options.dim_bounds.erase("n");
+  EXPECT_EQ(plan_error(p, options).find("symbolic dim 'n' has no upper bound") != std::string::npos,
+            true)
+      << plan_error(p, options);
 }
 
 // ---- Errors

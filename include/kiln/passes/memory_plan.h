@@ -63,6 +63,8 @@ struct MemoryPlanOptions {
   std::map<std::string, int64_t, std::less<>> dim_bounds;
   /// A value whose size has a symbolic dim without a bound is kDynamic (allocated when it is
   /// computed, outside the arena) instead of an error. For delegates compiled without dim ranges.
+  /// A dim that names a symbol no placeholder carries (a size the program computes, such as
+  /// dynamic_reshape's) is kDynamic either way.
   bool unbounded_dims_dynamic = false;
 };
 

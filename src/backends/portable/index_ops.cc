@@ -293,7 +293,7 @@ Status arange(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* o
   }
   double count_d = std::ceil((*end - start) / step);
   if (count_d > static_cast<double>(int64_t{1} << 32)) return invalid_argument("arange: too many elements ({})", count_d);
-  int64_t count = std::max<int64_t>(0, static_cast<int64_t>(count_d));
+  int64_t count = count_d > 0 ? static_cast<int64_t>(count_d) : 0;  // no cast of a huge negative
   DType dtype = args.attr_dtype("dtype", DType::kI64);
   Tensor out = ctx.allocate(dtype, {count});
   for (int64_t i = 0; i < count; ++i) out.set_scalar_at(i, start + static_cast<double>(i) * step);

@@ -34,6 +34,10 @@
   X(pad, kAny) X(upsample_nearest2d, kAny) X(upsample_bilinear2d, kF32)                    \
   X(pixel_shuffle, kAny) X(pixel_unshuffle, kAny) X(index_put, kAny)                       \
   X(cast, kAny) X(full, kAny) X(arange, kAny)                                              \
+  X(dynamic_reshape, kAny) X(dynamic_expand, kAny) X(dynamic_full, kAny)                   \
+  X(dynamic_arange, kAny) X(dynamic_tile, kAny) X(dynamic_slice, kAny)                     \
+  X(dynamic_unsqueeze, kAny) X(dynamic_squeeze, kAny) X(dynamic_sum, kAny)                 \
+  X(dynamic_cumsum, kAny) X(dynamic_topk, kAny)                                            \
   X(quantize_per_tensor, kAny) X(dequantize_per_tensor, kAny)                              \
   X(quantize_per_channel, kAny) X(dequantize_per_channel, kAny)                            \
   X(scaled_dot_product_attention, kF32)                                                    \

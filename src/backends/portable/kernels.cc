@@ -110,6 +110,21 @@ Status need_tensor(const KernelArgs& args, size_t i, const char* op, const char*
   return Status::Ok();
 }
 
+Result<std::vector<int64_t>> int_values(const KernelArgs& args, size_t i, const char* op,
+                                        const char* what) {
+  KILN_RETURN_IF_ERROR(need_tensor(args, i, op, what));
+  const Tensor& t = args.tensor(i);
+  if (t.rank() != 1 || (t.dtype() != DType::kI64 && t.dtype() != DType::kI32)) {
+    return invalid_argument("{}: '{}' is {}, expected a 1-D i64 or i32 tensor", op, what,
+                            format_shape(t.dtype(), t.shape()));
+  }
+  std::vector<int64_t> v(static_cast<size_t>(t.numel()));
+  for (size_t k = 0; k < v.size(); ++k) {
+    v[k] = t.dtype() == DType::kI64 ? t.data_as<int64_t>()[k] : t.data_as<int32_t>()[k];
+  }
+  return v;
+}
+
 Status need_f32(const Tensor& t, const char* op, const char* what) {
   if (t.dtype() != DType::kF32) {
     return unsupported("{}: argument '{}' has dtype {}; only floating types are supported", op,

@@ -6,8 +6,7 @@
 #include "kernel_list.h"
 #include "util.h"
 
-namespace kiln::portable::k {
-namespace {
+namespace kiln::portable {
 
 Result<std::vector<int64_t>> infer_view_shape(std::vector<int64_t> shape, int64_t numel,
                                               const char* op) {
@@ -19,8 +18,8 @@ Result<std::vector<int64_t>> infer_view_shape(std::vector<int64_t> shape, int64_
       infer = static_cast<int>(i);
     } else if (shape[i] < 0) {
       return invalid_argument("{}: negative size in shape [{}]", op, fmt::join(shape, ", "));
-    } else {
-      known *= shape[i];
+    } else if (__builtin_mul_overflow(known, shape[i], &known)) {
+      return invalid_argument("{}: shape [{}] overflows", op, fmt::join(shape, ", "));
     }
   }
   if (infer >= 0) {
@@ -33,6 +32,9 @@ Result<std::vector<int64_t>> infer_view_shape(std::vector<int64_t> shape, int64_
   }
   return shape;
 }
+
+namespace k {
+namespace {
 
 Status view_impl(const KernelArgs& args, std::vector<Tensor>* outputs, const char* op,
                  const char* attr) {
@@ -338,4 +340,5 @@ Status select(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* o
   return Status::Ok();
 }
 
-}  // namespace kiln::portable::k
+}  // namespace k
+}  // namespace kiln::portable

@@ -14,6 +14,12 @@ namespace kiln::portable {
 
 /// Fails unless input `i` is a tensor; `op`/`what` name it in the message.
 Status need_tensor(const KernelArgs& args, size_t i, const char* op, const char* what);
+/// `shape` with its one -1 inferred for `numel` elements; errors when it cannot hold them.
+Result<std::vector<int64_t>> infer_view_shape(std::vector<int64_t> shape, int64_t numel,
+                                              const char* op);
+/// The values of 1-D integer (i64 or i32) tensor input `i`: a shape read when the program runs.
+Result<std::vector<int64_t>> int_values(const KernelArgs& args, size_t i, const char* op,
+                                        const char* what);
 /// Fails (unsupported) unless `t` is f32, the one floating type the float kernels take.
 Status need_f32(const Tensor& t, const char* op, const char* what);
 /// Normalizes a possibly negative dim against `rank`.

@@ -345,6 +345,127 @@ TEST(PortableCreation, CastFullArange) {
   EXPECT_EQ(Call("arange").attr("end", 5.0).run().dtype(), DType::kI64);
 }
 
+// Ops whose shape is a tensor's values, read when the program runs (ONNX's rules).
+TEST(PortableDynamicShape, ReshapeExpandFullArange) {
+  Tensor x = randn({2, 3, 4}, 5);
+  // Reshape: 0 copies the input's dim, -1 takes the rest; allowzero makes 0 a size.
+  Tensor r = Call("dynamic_reshape").in(x).in(make(DType::kI64, {3}, {0, -1, 2})).run();
+  EXPECT_EQ(r.shape(), (std::vector<int64_t>{2, 6, 2}));
+  Tensor e = make(DType::kF32, {0, 3}, {});
+  EXPECT_EQ(Call("dynamic_reshape").in(e).in(make(DType::kI32, {2}, {3, 0})).attr("allowzero", true).run().shape(),
+            (std::vector<int64_t>{3, 0}));
+  auto bad = Call("dynamic_reshape").in(x).in(make(DType::kI64, {2}, {5, 5})).try_run();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("shape [5, 5] is invalid for 24 elements"), std::string::npos);
+  auto huge = Call("dynamic_reshape").in(x).in(make(DType::kI64, {3}, {1LL << 40, 1LL << 40, -1})).try_run();
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("overflows"), std::string::npos) << huge.status().message();
+  // Expand broadcasts both ways: [3, 1] with [2, 1, 4] gives [2, 3, 4].
+  Tensor c = make(DType::kF32, {3, 1}, {1, 2, 3});
+  Tensor ex = Call("dynamic_expand").in(c).in(make(DType::kI64, {3}, {2, 1, 4})).run();
+  EXPECT_EQ(ex.shape(), (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(ex.scalar_at(4), 2.0);
+  auto clash = Call("dynamic_expand").in(c).in(make(DType::kI64, {2}, {4, 1})).try_run();
+  ASSERT_FALSE(clash.ok());
+  EXPECT_NE(clash.status().message().find("does not broadcast"), std::string::npos);
+  auto big = Call("dynamic_expand").in(c).in(make(DType::kI64, {2}, {3, 1LL << 31})).try_run();
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("more than 2^32 elements"), std::string::npos);
+  // ConstantOfShape.
+  Tensor f = Call("dynamic_full").in(make(DType::kI64, {2}, {2, 3})).attr("fill_value", 7.0).attr("dtype", DType::kI32).run();
+  EXPECT_EQ(f.dtype(), DType::kI32);
+  EXPECT_EQ(values(f), (std::vector<double>{7, 7, 7, 7, 7, 7}));
+  auto neg = Call("dynamic_full").in(make(DType::kI64, {1}, {-1})).try_run();
+  ASSERT_FALSE(neg.ok());
+  EXPECT_NE(neg.status().message().find("negative size"), std::string::npos);
+  // Range: exact integer counts (ceil), empty when the step leads away, floats by start + i * step.
+  auto range = [](DType dt, double a, double b, double s) {
+    return Call("dynamic_arange").in(make(dt, {}, {a})).in(make(dt, {}, {b})).in(make(dt, {}, {s})).run();
+  };
+  EXPECT_EQ(values(range(DType::kI32, 10, 4, -3)), (std::vector<double>{10, 7}));
+  EXPECT_EQ(range(DType::kI64, 10, 4, 3).numel(), 0);
+  EXPECT_EQ(values(range(DType::kF32, 1, 2, 0.25)), (std::vector<double>{1, 1.25, 1.5, 1.75}));
+  auto zero = Call("dynamic_arange").in(make(DType::kI64, {}, {0})).in(make(DType::kI64, {}, {4})).in(make(DType::kI64, {}, {0})).try_run();
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.status().message().find("step is 0"), std::string::npos);
+  auto many = Call("dynamic_arange")
+                  .in(make(DType::kI64, {}, {static_cast<double>(INT64_MIN)}))
+                  .in(make(DType::kI64, {}, {9.0e18}))
+                  .in(make(DType::kI64, {}, {1}))
+                  .try_run();
+  ASSERT_FALSE(many.ok());
+  EXPECT_NE(many.status().message().find("more than 2^32 elements"), std::string::npos);
+}
+
+TEST(PortableDynamicShape, TileSliceSqueezeAndAttributesFromTensors) {
+  Tensor x = make(DType::kF32, {2, 3}, {0, 1, 2, 3, 4, 5});
+  Tensor t = Call("dynamic_tile").in(x).in(make(DType::kI64, {2}, {2, 2})).run();
+  EXPECT_EQ(t.shape(), (std::vector<int64_t>{4, 6}));
+  EXPECT_EQ(values(t), (std::vector<double>{0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5, 0, 1, 2, 0, 1, 2,
+                                            3, 4, 5, 3, 4, 5}));
+  auto bad_reps = Call("dynamic_tile").in(x).in(make(DType::kI64, {1}, {2})).try_run();
+  ASSERT_FALSE(bad_reps.ok());
+  EXPECT_NE(bad_reps.status().message().find("holds 1 values"), std::string::npos);
+  // Slice: a negative step walks back from a clamped start; ends past either edge are clamped.
+  auto slice = [&](std::vector<double> st, std::vector<double> en, std::vector<double> ax,
+                   std::vector<double> sp) {
+    const int64_t n = static_cast<int64_t>(st.size());
+    return Call("dynamic_slice")
+        .in(x)
+        .in(make(DType::kI64, {n}, st))
+        .in(make(DType::kI64, {n}, en))
+        .in(make(DType::kI64, {n}, ax))
+        .in(make(DType::kI64, {n}, sp))
+        .run();
+  };
+  Tensor r = slice({100}, {-100}, {1}, {-1});
+  EXPECT_EQ(r.shape(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(values(r), (std::vector<double>{2, 1, 0, 5, 4, 3}));
+  Tensor r2 = slice({-1, 0}, {-3, 3}, {0, -1}, {-1, 2});
+  EXPECT_EQ(values(r2), (std::vector<double>{3, 5, 0, 2}));
+  EXPECT_EQ(slice({2}, {1}, {1}, {1}).shape(), (std::vector<int64_t>{2, 0}));
+  auto step0 = Call("dynamic_slice")
+                   .in(x)
+                   .in(make(DType::kI64, {1}, {0}))
+                   .in(make(DType::kI64, {1}, {1}))
+                   .in(make(DType::kI64, {1}, {0}))
+                   .in(make(DType::kI64, {1}, {0}))
+                   .try_run();
+  ASSERT_FALSE(step0.ok());
+  EXPECT_NE(step0.status().message().find("step 0"), std::string::npos);
+  // Unsqueeze / squeeze with axes counted against the output / input rank.
+  Tensor u = Call("dynamic_unsqueeze").in(x).in(make(DType::kI64, {2}, {-1, 0})).run();
+  EXPECT_EQ(u.shape(), (std::vector<int64_t>{1, 2, 3, 1}));
+  EXPECT_EQ(Call("dynamic_squeeze").in(u).in(make(DType::kI32, {2}, {0, 3})).run().shape(),
+            (std::vector<int64_t>{2, 3}));
+  auto not_one = Call("dynamic_squeeze").in(x).in(make(DType::kI64, {1}, {0})).try_run();
+  ASSERT_FALSE(not_one.ok());
+  EXPECT_NE(not_one.status().message().find("dim 0 of the input [2, 3] is not 1"), std::string::npos);
+  auto repeat = Call("dynamic_unsqueeze").in(x).in(make(DType::kI64, {2}, {1, -3})).try_run();
+  ASSERT_FALSE(repeat.ok());
+  EXPECT_NE(repeat.status().message().find("axis 1 repeats"), std::string::npos);
+  // ReduceSum keeps an integer dtype; no axes reduce everything (or nothing with noop).
+  Tensor xi = make(DType::kI32, {2, 3}, {0, 1, 2, 3, 4, 5});
+  Tensor s = Call("dynamic_sum").in(xi).in(make(DType::kI64, {1}, {-1})).attr("keepdim", false).run();
+  EXPECT_EQ(s.dtype(), DType::kI32);
+  EXPECT_EQ(values(s), (std::vector<double>{3, 12}));
+  Tensor all = Call("dynamic_sum").in(xi).in(make(DType::kI64, {0}, {})).run();
+  EXPECT_EQ(all.shape(), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(values(all), (std::vector<double>{15}));
+  EXPECT_EQ(values(Call("dynamic_sum").in(xi).in(make(DType::kI64, {0}, {})).attr("noop_with_empty_axes", true).run()),
+            values(xi));
+  Tensor c = Call("dynamic_cumsum").in(xi).in(make(DType::kI32, {}, {1})).attr("reverse", true).run();
+  EXPECT_EQ(c.dtype(), DType::kI32);
+  EXPECT_EQ(values(c), (std::vector<double>{3, 3, 2, 12, 9, 5}));
+  auto k = Call("dynamic_topk").in(x).in(make(DType::kI64, {1}, {2})).attr("dim", int64_t{1}).try_run();
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_EQ(values((*k)[0]), (std::vector<double>{2, 1, 5, 4}));
+  EXPECT_EQ(values((*k)[1]), (std::vector<double>{2, 1, 2, 1}));
+  auto big_k = Call("dynamic_topk").in(x).in(make(DType::kI64, {}, {4})).try_run();
+  ASSERT_FALSE(big_k.ok());
+  EXPECT_NE(big_k.status().message().find("k 4 is outside [0, 3]"), std::string::npos);
+}
+
 TEST(PortableQuant, RoundHalfToEvenAndClamp) {
   Tensor x = make(DType::kF32, {8}, {0.5, 1.5, 2.5, -0.5, -1.5, 100, -100, 0.26});
   Tensor q = Call("quantize_per_tensor").in(x).attr("scale", 1.0).attr("zero_point", int64_t{0})
