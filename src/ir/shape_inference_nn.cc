@@ -671,3 +671,70 @@ Status infer_recurrent(const Node& node, SpecList* out) {
 }
 
 }  // namespace kiln::shape
+
+namespace kiln::shape {
+
+Status infer_resize(const Node& node, SpecList* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  KILN_RETURN_IF_ERROR(expect_floating("self", self));
+  const size_t rank = self.rank();
+  // scales (float) and sizes (integer) hold one value per dim; roi starts then ends.
+  const struct {
+    size_t index;
+    bool floating;
+    size_t count;
+  } operands[] = {{1, true, rank}, {2, false, rank}, {3, true, 2 * rank}};
+  for (const auto& o : operands) {
+    const TensorSpec* s = opt_arg_spec(node, o.index);
+    if (s == nullptr) continue;
+    const bool type_ok = o.floating ? is_floating(s->dtype) : is_integral(s->dtype);
+    if (!type_ok || s->rank() != 1 || !(s->shape[0] == Dim(static_cast<int64_t>(o.count)))) {
+      return invalid_argument("argument '{}': got {}, expected a 1-D {} tensor of {} values",
+                              arg_name(node, o.index), s->to_string(),
+                              o.floating ? "float" : "integer", o.count);
+    }
+  }
+  if (opt_arg_spec(node, 1) == nullptr && opt_arg_spec(node, 2) == nullptr) {
+    return invalid_argument("argument 'scales': expected scales or sizes, got neither");
+  }
+  const std::string& mode = node.kwarg("mode").to_str();
+  if (mode != "nearest" && mode != "linear" && mode != "cubic") {
+    return invalid_argument("argument 'mode': got '{}', expected nearest, linear or cubic", mode);
+  }
+  static constexpr std::string_view kCoords[] = {"half_pixel",         "half_pixel_symmetric",
+                                                 "pytorch_half_pixel", "align_corners",
+                                                 "asymmetric",         "tf_crop_and_resize"};
+  const std::string& coord = node.kwarg("coordinate_transformation_mode").to_str();
+  if (std::find(std::begin(kCoords), std::end(kCoords), coord) == std::end(kCoords)) {
+    return invalid_argument("argument 'coordinate_transformation_mode': got '{}'", coord);
+  }
+  if (coord == "tf_crop_and_resize" && opt_arg_spec(node, 3) == nullptr) {
+    return invalid_argument("argument 'roi': tf_crop_and_resize needs the roi");
+  }
+  static constexpr std::string_view kNearest[] = {"round_prefer_floor", "round_prefer_ceil",
+                                                  "floor", "ceil"};
+  const std::string& nearest = node.kwarg("nearest_mode").to_str();
+  if (std::find(std::begin(kNearest), std::end(kNearest), nearest) == std::end(kNearest)) {
+    return invalid_argument("argument 'nearest_mode': got '{}'", nearest);
+  }
+  const Arg& size = node.kwarg("output_size");
+  Shape shape;
+  if (size.is_none()) {
+    for (size_t d = 0; d < rank; ++d) {
+      shape.push_back(Dim::symbol(fmt::format("{}_d{}", node.name(), d)));
+    }
+    return single(out, self.dtype, std::move(shape));
+  }
+  const auto& s = size.to_ints();
+  if (s.size() != rank) {
+    return invalid_argument("argument 'output_size': got {}, expected {} sizes", ints_string(s),
+                            rank);
+  }
+  for (int64_t v : s) {
+    if (v < 0) return invalid_argument("argument 'output_size': got {}", ints_string(s));
+    shape.push_back(v);
+  }
+  return single(out, self.dtype, std::move(shape));
+}
+
+}  // namespace kiln::shape

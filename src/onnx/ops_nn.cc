@@ -782,74 +782,189 @@ Status convert_softmax(Importer& im) { return convert_softmax(im, OpId::kSoftmax
 Status convert_hardmax(Importer& im) { return convert_softmax(im, OpId::kNone); }
 Status convert_log_softmax(Importer& im) { return convert_softmax(im, OpId::kLogSoftmax); }
 
+// Resize: the upsample ops where their arithmetic is ONNX's (4-D, batch and channels kept,
+// nearest asymmetric floor; linear half_pixel / pytorch_half_pixel with every resized dim above
+// 1, or align_corners with sizes given), which the delegates take; every other case, and scales
+// or sizes the model computes, becomes the resize op over any rank.
 Status convert_resize(Importer& im) {
   KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
-  if (xs.rank() != 4) return unsupported("only 4-D Resize is supported, got {}", xs.to_string());
+  const size_t rank = xs.rank();
   KILN_ASSIGN_OR_RETURN(std::string mode, im.attr_str("mode", "nearest"));
   KILN_ASSIGN_OR_RETURN(std::string coord, im.attr_str("coordinate_transformation_mode", "half_pixel"));
   KILN_ASSIGN_OR_RETURN(std::string nearest, im.attr_str("nearest_mode", "round_prefer_floor"));
+  KILN_ASSIGN_OR_RETURN(float cubic_a, im.attr_float("cubic_coeff_a", -0.75f));
+  KILN_ASSIGN_OR_RETURN(int64_t exclude, im.attr_int("exclude_outside", 0));
+  KILN_ASSIGN_OR_RETURN(float extrapolation, im.attr_float("extrapolation_value", 0.0f));
   KILN_ASSIGN_OR_RETURN(int64_t antialias, im.attr_int("antialias", 0));
   KILN_ASSIGN_OR_RETURN(auto axes, im.attr_ints("axes"));
   KILN_ASSIGN_OR_RETURN(std::string policy, im.attr_str("keep_aspect_ratio_policy", "stretch"));
   if (antialias != 0) return unsupported("antialias=1 is not supported");
-  if (!axes.empty()) return unsupported("attribute 'axes' is not supported");
   if (policy != "stretch") return unsupported("keep_aspect_ratio_policy '{}' is not supported", policy);
-  std::vector<int64_t> sizes;
-  std::vector<double> scales;
-  if (im.has_input(3)) {
-    KILN_ASSIGN_OR_RETURN(sizes, im.require_ints(3, "input 'sizes'"));
+  // Which dims the scales / sizes cover: all, or `axes` (opset 18).
+  if (axes.empty()) {
+    for (size_t d = 0; d < rank; ++d) axes.push_back(static_cast<int64_t>(d));
   }
-  if (sizes.empty() && im.has_input(2)) {
-    KILN_ASSIGN_OR_RETURN(Tensor s, im.require_const(2, "input 'scales'"));
-    for (int64_t i = 0; i < s.numel(); ++i) scales.push_back(fold::get_f64(s, i));
-  }
-  Arg output_size, scale_arg;
-  if (!sizes.empty()) {
-    if (sizes.size() != 4) return invalid_argument("input 'sizes' must have 4 values");
-    if (!(xs.shape[0] == Dim(sizes[0]) && xs.shape[1] == Dim(sizes[1]))) {
-      return unsupported("resizing the batch or channel dims is not supported");
-    }
-    output_size = Arg(std::vector<int64_t>{sizes[2], sizes[3]});
-  } else if (scales.size() == 4) {
-    if (scales[0] != 1.0 || scales[1] != 1.0) {
-      return unsupported("scaling the batch or channel dims is not supported");
-    }
-    for (int k = 2; k < 4; ++k) {
-      if (!(scales[k] > 0) || !std::isfinite(scales[k])) return invalid_argument("scale {} is not positive", scales[k]);
-    }
-    // torch's upsample with scales computes the size as floor(in * scale) and maps output to
-    // input coordinates with the given scale, as ONNX does.
-    scale_arg = Arg(std::vector<double>{scales[2], scales[3]});
-  } else {
-    return invalid_argument("needs 'scales' with 4 values or 'sizes'");
-  }
+  for (int64_t& a : axes) KILN_RETURN_IF_ERROR(normalize_axis(&a, rank, "attribute 'axes'"));
+  const bool full = axes.size() == rank && std::is_sorted(axes.begin(), axes.end());
+  auto given = [&](size_t i) -> Result<bool> {
+    if (!im.has_input(i)) return false;
+    KILN_ASSIGN_OR_RETURN(TensorSpec s, im.input_spec(i));
+    return s.numel() != std::optional<int64_t>(0);  // an empty tensor stands for "not given"
+  };
+  KILN_ASSIGN_OR_RETURN(bool use_sizes, given(3));
+  KILN_ASSIGN_OR_RETURN(bool use_scales, given(2));
+  use_scales = use_scales && !use_sizes;
+  if (!use_sizes && !use_scales) return invalid_argument("needs input 'scales' or 'sizes'");
+  const size_t pi = use_sizes ? 3 : 2;
+  const std::string what = use_sizes ? "input 'sizes'" : "input 'scales'";
   KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
-  Node* y = nullptr;
-  if (mode == "nearest") {
-    if (coord != "asymmetric" || nearest != "floor") {
-      return unsupported("nearest resize with coordinate_transformation_mode '{}' and nearest_mode "
-                         "'{}' is not supported (only 'asymmetric' with 'floor')",
-                         coord, nearest);
+  const bool crop = coord == "tf_crop_and_resize";
+  // Values the model computes: the resize op reads them when it runs (all dims given).
+  if (im.is_runtime_input(pi) || (crop && im.is_runtime_input(1))) {
+    if (!full) return unsupported("attribute 'axes' with {} computed at run time", what);
+    KILN_ASSIGN_OR_RETURN(Node * p, im.input(pi));
+    Arg roi;
+    if (crop) {
+      KILN_ASSIGN_OR_RETURN(Node * r, im.input(1));
+      roi = Arg(r);
     }
-    KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kUpsampleNearest2d, {x},
-                                     {{"output_size", output_size}, {"scales", scale_arg}}));
-  } else if (mode == "linear") {
-    bool align;
-    if (coord == "half_pixel" || coord == "pytorch_half_pixel") {
-      align = false;
-    } else if (coord == "align_corners") {
-      align = true;
-    } else {
-      return unsupported("linear resize with coordinate_transformation_mode '{}' is not supported "
-                         "(only 'half_pixel', 'pytorch_half_pixel' and 'align_corners')",
-                         coord);
-    }
-    KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kUpsampleBilinear2d, {x},
-                                     {{"output_size", output_size}, {"align_corners", align},
-                                      {"scales", scale_arg}}));
-  } else {
-    return unsupported("Resize mode '{}' is not supported", mode);
+    KILN_ASSIGN_OR_RETURN(
+        Node * y,
+        im.call(OpId::kResize, {x, use_sizes ? Arg() : Arg(p), use_sizes ? Arg(p) : Arg(), roi},
+                {{"mode", mode},
+                 {"coordinate_transformation_mode", coord},
+                 {"nearest_mode", nearest},
+                 {"cubic_coeff_a", static_cast<double>(cubic_a)},
+                 {"exclude_outside", exclude != 0},
+                 {"extrapolation_value", static_cast<double>(extrapolation)}}));
+    im.set_output(0, y);
+    return Status::Ok();
   }
+  // Known at import time: one scale and one size per dim.
+  std::vector<double> scales(rank, 1.0);
+  std::vector<int64_t> sizes(rank, -1);
+  if (use_sizes) {
+    KILN_ASSIGN_OR_RETURN(auto v, im.require_ints(3, what));
+    if (v.size() != axes.size()) {
+      return invalid_argument("{} has {} values, expected {}", what, v.size(), axes.size());
+    }
+    for (size_t k = 0; k < v.size(); ++k) {
+      if (v[k] < 0) return invalid_argument("{}: got a negative size {}", what, v[k]);
+      sizes[static_cast<size_t>(axes[k])] = v[k];
+    }
+  } else {
+    KILN_ASSIGN_OR_RETURN(Tensor t, im.require_const(2, what));
+    if (static_cast<size_t>(t.numel()) != axes.size()) {
+      return invalid_argument("{} has {} values, expected {}", what, t.numel(), axes.size());
+    }
+    for (size_t k = 0; k < axes.size(); ++k) {
+      // The scale as ONNX's reference uses it: the f32 value, widened.
+      const double v = static_cast<float>(fold::get_f64(t, static_cast<int64_t>(k)));
+      if (!(v > 0) || !std::isfinite(v))
+        return invalid_argument("{}: scale {} is not positive", what, v);
+      scales[static_cast<size_t>(axes[k])] = v;
+    }
+  }
+  // Output dims (when the input's are static) and each dim's scale.
+  std::optional<std::vector<int64_t>> out = std::vector<int64_t>(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    const Dim& in = xs.shape[d];
+    if (sizes[d] < 0 && scales[d] == 1.0 && !crop) {
+      if (in.is_static())
+        (*out)[d] = in.value();
+      else
+        out.reset();
+      if (!out) break;
+      continue;
+    }
+    if (!in.is_static()) {
+      out.reset();
+      break;
+    }
+    if (sizes[d] >= 0) {
+      (*out)[d] = sizes[d];
+      if (in.value() > 0)
+        scales[d] = static_cast<double>(sizes[d]) / static_cast<double>(in.value());
+    } else {
+      const double o = std::floor(static_cast<double>(in.value()) * scales[d]);
+      if (o > 9.0e15)
+        return out_of_range("{}: scale {} of size {} is too large", what, scales[d], in.value());
+      (*out)[d] = static_cast<int64_t>(o);
+    }
+  }
+  // The upsample ops, where their arithmetic is ONNX's.
+  const bool nc_kept = rank == 4 && out && (*out)[0] == xs.shape[0].value() &&
+                       (*out)[1] == xs.shape[1].value() && scales[0] == 1.0 && scales[1] == 1.0;
+  if (nc_kept && (*out)[2] > 0 && (*out)[3] > 0) {
+    Arg output_size, scale_arg;
+    if (use_sizes) {
+      output_size = Arg(std::vector<int64_t>{(*out)[2], (*out)[3]});
+    } else {
+      scale_arg = Arg(std::vector<double>{scales[2], scales[3]});
+    }
+    const bool above_one = (*out)[2] > 1 && (*out)[3] > 1;
+    if (mode == "nearest" && coord == "asymmetric" && nearest == "floor") {
+      KILN_ASSIGN_OR_RETURN(Node * y,
+                            im.call(OpId::kUpsampleNearest2d, {x},
+                                    {{"output_size", output_size}, {"scales", scale_arg}}));
+      im.set_output(0, y);
+      return Status::Ok();
+    }
+    const bool half = (coord == "half_pixel" || coord == "pytorch_half_pixel") && above_one;
+    const bool corners = coord == "align_corners" && use_sizes;
+    if (mode == "linear" && (half || corners)) {
+      KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kUpsampleBilinear2d, {x},
+                                              {{"output_size", output_size},
+                                               {"align_corners", corners},
+                                               {"scales", scale_arg}}));
+      im.set_output(0, y);
+      return Status::Ok();
+    }
+  }
+  // The resize op, with the scales (or sizes) and roi as constants.
+  Node* params = nullptr;
+  if (use_sizes) {
+    Tensor t(DType::kI64, {static_cast<int64_t>(rank)});
+    for (size_t d = 0; d < rank; ++d) {
+      t.mutable_data_as<int64_t>()[d] = sizes[d] >= 0 ? sizes[d] : xs.shape[d].value();
+    }
+    if (!out) return unsupported("{} with symbolic dims {} left unresized", what, xs.to_string());
+    params = im.constant_node(std::move(t), im.node().output(0) + "_sizes");
+  } else {
+    Tensor t(DType::kF32, {static_cast<int64_t>(rank)});
+    for (size_t d = 0; d < rank; ++d) t.mutable_data_as<float>()[d] = static_cast<float>(scales[d]);
+    params = im.constant_node(std::move(t), im.node().output(0) + "_scales");
+  }
+  Arg roi;
+  if (crop) {
+    KILN_ASSIGN_OR_RETURN(Tensor r, im.require_const(1, "input 'roi'"));
+    if (static_cast<size_t>(r.numel()) != 2 * axes.size()) {
+      return invalid_argument("input 'roi' has {} values, expected {}", r.numel(), 2 * axes.size());
+    }
+    Tensor full_roi(DType::kF32, {static_cast<int64_t>(2 * rank)});
+    float* pr = full_roi.mutable_data_as<float>();
+    for (size_t d = 0; d < rank; ++d) {
+      pr[d] = 0;
+      pr[rank + d] = 1;
+    }
+    for (size_t k = 0; k < axes.size(); ++k) {
+      pr[axes[k]] = static_cast<float>(fold::get_f64(r, static_cast<int64_t>(k)));
+      pr[rank + static_cast<size_t>(axes[k])] =
+          static_cast<float>(fold::get_f64(r, static_cast<int64_t>(axes.size() + k)));
+    }
+    roi = Arg(im.constant_node(std::move(full_roi), im.node().output(0) + "_roi"));
+  }
+  Kwargs kw{{"mode", mode},
+            {"coordinate_transformation_mode", coord},
+            {"nearest_mode", nearest},
+            {"cubic_coeff_a", static_cast<double>(cubic_a)},
+            {"exclude_outside", exclude != 0},
+            {"extrapolation_value", static_cast<double>(extrapolation)}};
+  if (out) kw.emplace_back("output_size", *out);
+  KILN_ASSIGN_OR_RETURN(
+      Node * y,
+      im.call(OpId::kResize,
+              {x, use_sizes ? Arg() : Arg(params), use_sizes ? Arg(params) : Arg(), roi}, kw));
   im.set_output(0, y);
   return Status::Ok();
 }

@@ -303,6 +303,20 @@ std::vector<OpCase> cases() {
                {"upsample_bilinear2d"}, "f32[1, 2, 6, 10]", [](const ExportedProgram& p) {
                  EXPECT_FALSE(op(p, OpId::kUpsampleBilinear2d)->kwarg_bool("align_corners"));
                }});
+  c.push_back({"ResizeNearestHalfPixelIsTheResizeOp", 13, [](B& b) {
+                 b.input("x", {1, 2, 4, 4}).init("scales", {4}, {1, 1, 2, 2});
+                 b.node("Resize", {"x", "", "scales"}, {"y"});
+               },
+               {"resize"}, "f32[1, 2, 8, 8]", [](const ExportedProgram& p) {
+                 EXPECT_EQ(op(p, OpId::kResize)->kwarg("nearest_mode").to_str(), "round_prefer_floor");
+               }});
+  c.push_back({"ResizeCubicAxesOfA3DTensor", 18, [](B& b) {
+                 b.input("x", {2, 3, 5}).init("scales", {1}, {1.5f});
+                 auto& n = b.node("Resize", {"x", "", "scales"}, {"y"});
+                 B::attr_str(n, "mode", "cubic");
+                 B::attr_ints(n, "axes", {-1});
+               },
+               {"resize"}, "f32[2, 3, 7]"});
   c.push_back({"DepthToSpaceDcrAndCrd", 13, [](B& b) {
                  b.input("x", {1, 8, 2, 3});
                  auto& d = b.node("DepthToSpace", {"x"}, {"a"});
@@ -705,15 +719,15 @@ TEST_P(OnnxOps, ImportsToExpectedGraph) {
 INSTANTIATE_TEST_SUITE_P(Cases, OnnxOps, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; });
 
-TEST(OnnxOpsErrors, ResizeNearestHalfPixelIsRefusedClearly) {
-  B b(13);
-  b.input("x", {1, 2, 4, 4}).init("scales", {4}, {1, 1, 2, 2});
-  b.node("Resize", {"x", "", "scales"}, {"y"}, "up");
+TEST(OnnxOpsErrors, ResizeAntialiasIsRefusedClearly) {
+  B b(18);
+  b.input("x", {1, 2, 4, 4}).init("scales", {4}, {1, 1, 0.5f, 0.5f});
+  auto& n = b.node("Resize", {"x", "", "scales"}, {"y"}, "down");
+  B::attr_int(n, "antialias", 1);
   b.output("y");
   auto p = import_model(b);
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.status().message().find("node 'up' (Resize): nearest resize with "
-                                      "coordinate_transformation_mode 'half_pixel'"),
+  EXPECT_NE(p.status().message().find("node 'down' (Resize): antialias=1 is not supported"),
             std::string::npos)
       << p.status().message();
 }

@@ -531,40 +531,51 @@ Result<Combine> read_combine(const KernelArgs& args, const char* op) {
 
 // A copy of `self` (a fresh output) and a function that combines element `from` of `src` into
 // element `to` of it; null when the dtype has no arithmetic (only kNone works then).
+// Scatter's updates: recorded in order by add(), then applied by finish() with the dtype
+// dispatched once (later updates of one element apply after earlier ones).
 struct Scatterer {
   Tensor out;
   const Tensor* src;
   Combine combine;
   size_t es;
+  std::vector<std::pair<int64_t, int64_t>> moves;  // (to, from) element indices
 
-  void apply(int64_t to, int64_t from) {
+  void add(int64_t to, int64_t from) { moves.emplace_back(to, from); }
+
+  Tensor finish() {
     uint8_t* po = writable<uint8_t>(out);
     const uint8_t* ps = static_cast<const uint8_t*>(src->data());
     if (combine == Combine::kNone) {
-      std::memcpy(po + static_cast<size_t>(to) * es, ps + static_cast<size_t>(from) * es, es);
-      return;
+      for (auto [to, from] : moves) {
+        std::memcpy(po + static_cast<size_t>(to) * es, ps + static_cast<size_t>(from) * es, es);
+      }
+      return std::move(out);
     }
     dispatch_arith(out.dtype(), [&](auto t) {
       using T = decltype(t);
-      T& o = reinterpret_cast<T*>(po)[to];
-      T v = reinterpret_cast<const T*>(ps)[from];
+      T* o = reinterpret_cast<T*>(po);
+      const T* v = reinterpret_cast<const T*>(ps);
+      auto run = [&](auto f) {
+        for (auto [to, from] : moves) o[to] = f(o[to], v[from]);
+      };
       switch (combine) {
         case Combine::kAdd:
-          o = static_cast<T>(o + v);
+          run([](T a, T b) { return static_cast<T>(a + b); });
           break;
         case Combine::kMul:
-          o = static_cast<T>(o * v);
+          run([](T a, T b) { return static_cast<T>(a * b); });
           break;
         case Combine::kMax:
-          o = std::max(o, v);
+          run([](T a, T b) { return std::max(a, b); });
           break;
         case Combine::kMin:
-          o = std::min(o, v);
+          run([](T a, T b) { return std::min(a, b); });
           break;
         case Combine::kNone:
           break;
       }
     });
+    return std::move(out);
   }
 };
 
@@ -617,13 +628,13 @@ Status scatter(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* 
       to += (d == static_cast<size_t>(dim) ? idx[static_cast<size_t>(i)] : pos[d]) * xstr[d];
       from += pos[d] * sstr[d];
     }
-    s.apply(to, from);
+    s.add(to, from);
     for (size_t d = pos.size(); d-- > 0;) {
       if (++pos[d] < index.dim(d)) break;
       pos[d] = 0;
     }
   }
-  outputs->push_back(std::move(s.out));
+  outputs->push_back(s.finish());
   return Status::Ok();
 }
 
@@ -662,9 +673,9 @@ Status scatter_nd(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor
         return invalid_argument("{}: index {} is out of range for size {} (dim {})", op, v, n, d);
       base += (v < 0 ? v + n : v) * xstr[d];
     }
-    for (int64_t j = 0; j < slice; ++j) s.apply(base + j, i * slice + j);
+    for (int64_t j = 0; j < slice; ++j) s.add(base + j, i * slice + j);
   }
-  outputs->push_back(std::move(s.out));
+  outputs->push_back(s.finish());
   return Status::Ok();
 }
 

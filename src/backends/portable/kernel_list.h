@@ -31,7 +31,7 @@
   X(split, kAny)                                                                           \
   X(slice, kAny) X(select, kAny) X(index_select, kAny) X(gather, kAny) X(embedding, kAny)  \
   X(scatter, kAny) X(scatter_nd, kAny) X(gather_nd, kAny)                                  \
-  X(pad, kAny) X(upsample_nearest2d, kAny) X(upsample_bilinear2d, kF32)                    \
+  X(pad, kAny) X(upsample_nearest2d, kAny) X(upsample_bilinear2d, kF32) X(resize, kF32)    \
   X(pixel_shuffle, kAny) X(pixel_unshuffle, kAny) X(index_put, kAny)                       \
   X(cast, kAny) X(full, kAny) X(arange, kAny)                                              \
   X(dynamic_reshape, kAny) X(dynamic_expand, kAny) X(dynamic_full, kAny)                   \

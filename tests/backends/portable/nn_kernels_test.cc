@@ -350,6 +350,68 @@ TEST(PortableResize, BilinearAlignCornersBothWaysAndNearest) {
   EXPECT_EQ(ps.scalar_at(1), src.scalar_at(1 * 6));
 }
 
+// ONNX Resize's arithmetic on a ramp x[i] = i, one axis at a time.
+TEST(PortableResize, OnnxModesCoordinatesAndEdges) {
+  auto ramp = [](int64_t n) {
+    std::vector<double> v;
+    for (int64_t i = 0; i < n; ++i) v.push_back(static_cast<double>(i));
+    return make(DType::kF32, {1, n}, v);
+  };
+  // resize of ramp(n) by `scale` along dim 1, with `attrs`.
+  auto by_scale = [&](int64_t n, double scale, const char* mode, const char* coord,
+                      std::vector<KernelAttr> attrs = {}) {
+    Call c("resize");
+    c.in(ramp(n)).in(make(DType::kF32, {2}, {1, scale})).none().none();
+    c.attr("mode", std::string(mode)).attr("coordinate_transformation_mode", std::string(coord));
+    for (auto& a : attrs) c.attr(a.name, a.value);
+    return c.try_run();
+  };
+  auto first = [](Result<std::vector<Tensor>> r) {
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.status().message());
+    return r.ok() ? (*r)[0] : Tensor();
+  };
+  // Keys's cubic convolution with a = -0.5 reproduces a linear function wherever its four taps
+  // are inside (ONNX's default a = -0.75 does not: 1.703125 at 1.75, as the reference computes).
+  Tensor c = first(by_scale(10, 2.0, "cubic", "half_pixel", {{"cubic_coeff_a", -0.5}}));
+  EXPECT_NEAR(first(by_scale(10, 2.0, "cubic", "half_pixel")).scalar_at(4), 1.703125, 1e-6);
+  ASSERT_EQ(c.shape(), (std::vector<int64_t>{1, 20}));
+  for (int64_t j = 4; j < 16; ++j) EXPECT_NEAR(c.scalar_at(j), j / 2.0 - 0.25, 1e-5) << j;
+  // Nearest at exact halves: round_prefer_floor vs round_prefer_ceil, clamped at the end.
+  Tensor nf = first(by_scale(4, 2.0, "nearest", "asymmetric"));
+  EXPECT_EQ(values(nf), (std::vector<double>{0, 0, 1, 1, 2, 2, 3, 3}));
+  Tensor nc = first(by_scale(4, 2.0, "nearest", "asymmetric",
+                             {{"nearest_mode", std::string("round_prefer_ceil")}}));
+  EXPECT_EQ(values(nc), (std::vector<double>{0, 1, 1, 2, 2, 3, 3, 3}));
+  // align_corners with a scale: ONNX's output width is scale * in (2.4), not the 2 sizes.
+  Tensor a = first(by_scale(4, 0.6, "linear", "align_corners"));
+  ASSERT_EQ(a.shape(), (std::vector<int64_t>{1, 2}));
+  EXPECT_NEAR(a.scalar_at(1), 3.0 / 1.4, 1e-5);
+  // tf_crop_and_resize: points past the input take extrapolation_value.
+  Tensor t = Call("resize")
+                 .in(ramp(4))
+                 .none()
+                 .in(make(DType::kI64, {2}, {1, 3}))
+                 .in(make(DType::kF32, {4}, {0, 0.5, 1, 1.5}))
+                 .attr("mode", std::string("linear"))
+                 .attr("coordinate_transformation_mode", std::string("tf_crop_and_resize"))
+                 .attr("extrapolation_value", -1.0)
+                 .run();
+  EXPECT_EQ(values(t), (std::vector<double>{1.5, 3, -1}));
+  // exclude_outside drops the taps past the edge and renormalizes: (w0 * 2 + w1 * 3) / (w0 + w1)
+  // with A = -0.75 at ratio 0.5, w0 = -0.09375 and w1 = 0.59375.
+  Tensor e = first(by_scale(4, 2.0, "cubic", "asymmetric", {{"exclude_outside", true}}));
+  EXPECT_NEAR(e.scalar_at(7), 3.1875, 1e-6);
+  // The sizes the program computes must match what it planned; scales must be positive.
+  auto planned = by_scale(4, 2.0, "linear", "half_pixel",
+                          {{"output_size", std::vector<int64_t>{1, 9}}});
+  ASSERT_FALSE(planned.ok());
+  EXPECT_NE(planned.status().message().find("the output is [1, 8], but the program planned [1, 9]"),
+            std::string::npos);
+  auto zero = by_scale(4, 0.0, "linear", "half_pixel");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.status().message().find("scale 0 of dim 1 (size 4) is invalid"), std::string::npos);
+}
+
 // An RNN with identity activation and unit weights sums its inputs: every rule about time order,
 // sequence lengths and directions shows in the numbers. seq 3, batch 2 (lengths 3 and 1).
 TEST(PortableRecurrent, RnnSequenceLengthsAndDirections) {
