@@ -235,8 +235,19 @@ Status convert_squeeze(Importer& im) {
   }
   KILN_ASSIGN_OR_RETURN(auto axes, im.axes_attr_or_input("axes", 1, 13));
   Arg dim;
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
   if (axes && !axes->empty()) {
-    for (int64_t& a : *axes) KILN_RETURN_IF_ERROR(normalize_axis(&a, r, "axes"));
+    for (int64_t& a : *axes) {
+      KILN_RETURN_IF_ERROR(normalize_axis(&a, r, "axes"));
+      // ONNX refuses what torch's squeeze(dim) would leave alone.
+      const Dim& d = xs.shape[static_cast<size_t>(a)];
+      if (d.is_static() && d.value() != 1) {
+        return invalid_argument(
+            "axes: dim {} of input {} has size {}; Squeeze removes dims of "
+            "size 1 only",
+            a, xs.to_string(), d.value());
+      }
+    }
     dim = Arg(*axes);
   }
   KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
