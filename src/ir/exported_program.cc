@@ -65,6 +65,69 @@ ExportedProgram::~ExportedProgram() = default;
 ExportedProgram::ExportedProgram(ExportedProgram&&) noexcept = default;
 ExportedProgram& ExportedProgram::operator=(ExportedProgram&&) noexcept = default;
 
+const Subgraph* ExportedProgram::find_subgraph(std::string_view name) const {
+  for (const Subgraph& sg : subgraphs_) {
+    if (sg.name == name) return &sg;
+  }
+  return nullptr;
+}
+
+// A cond reads two subgraphs whose user inputs take its operands and whose user outputs are its
+// results, spec for spec.
+Status ExportedProgram::lint_cond(const Node& n) const {
+  auto fail = [&](std::string_view what) {
+    return internal_error("lint: node '{}' (cond): {}", n.name(), what);
+  };
+  if (n.num_args() < 3) return fail("expected pred, true_branch and false_branch");
+  std::vector<const TensorSpec*> operands;
+  for (size_t i = 3; i < n.num_args(); ++i) {
+    const Arg& a = n.arg(i);
+    std::vector<const Node*> nodes;
+    if (a.is_node()) nodes.push_back(a.node());
+    if (a.is_node_list()) nodes.assign(a.nodes().begin(), a.nodes().end());
+    for (const Node* m : nodes) {
+      if (!m->has_spec()) return fail(fmt::format("operand '{}' has no spec", m->name()));
+      operands.push_back(&m->spec());
+    }
+  }
+  for (size_t b = 1; b <= 2; ++b) {
+    const Arg& a = n.arg(b);
+    const Node* attr = a.is_node() ? a.node() : nullptr;
+    const Subgraph* sg = attr != nullptr && attr->op() == OpKind::kGetAttr
+                             ? find_subgraph(attr->target_name())
+                             : nullptr;
+    const char* which = b == 1 ? "true_branch" : "false_branch";
+    if (sg == nullptr) return fail(fmt::format("{} does not name a subgraph", which));
+    if (sg->program == nullptr) continue;  // cannot run on these shapes: nothing to match
+    std::vector<Node*> ins = sg->program->user_inputs();
+    std::vector<Node*> outs = sg->program->user_outputs();
+    if (ins.size() != operands.size()) {
+      return fail(fmt::format("{} '{}' takes {} inputs, the cond passes {}", which, sg->name,
+                              ins.size(), operands.size()));
+    }
+    for (size_t i = 0; i < ins.size(); ++i) {
+      if (!ins[i]->has_spec() || ins[i]->spec() != *operands[i]) {
+        return fail(fmt::format("{} '{}': input {} is {}, the operand is {}", which, sg->name, i,
+                                ins[i]->has_spec() ? ins[i]->spec().to_string() : "unknown",
+                                operands[i]->to_string()));
+      }
+    }
+    if (outs.size() != n.meta.val.size()) {
+      return fail(fmt::format("{} '{}' returns {} values, the cond {}", which, sg->name,
+                              outs.size(), n.meta.val.size()));
+    }
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (!outs[i]->has_spec() || outs[i]->spec() != n.meta.val[i]) {
+        return fail(fmt::format("{} '{}': output {} is {}, the cond's result is {}", which,
+                                sg->name, i,
+                                outs[i]->has_spec() ? outs[i]->spec().to_string() : "unknown",
+                                n.meta.val[i].to_string()));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 const LoweredModule* ExportedProgram::find_lowered_module(std::string_view name) const {
   auto hit = [&]() -> const LoweredModule* {
     auto it = lowered_index_.find(std::string(name));
@@ -346,11 +409,24 @@ Status ExportedProgram::lint() const {
   for (Node* n : graph_->nodes()) {
     if (n->op() != OpKind::kGetAttr) continue;
     std::string target(n->target_name());
-    if (!constants_.contains(target) && find_lowered_module(target) == nullptr) {
-      return internal_error("lint: get_attr '{}' reads '{}', which is neither a constant nor a "
-                            "lowered module",
-                            n->name(), target);
+    if (!constants_.contains(target) && find_lowered_module(target) == nullptr &&
+        find_subgraph(target) == nullptr) {
+      return internal_error(
+          "lint: get_attr '{}' reads '{}', which is neither a constant, a "
+          "lowered module nor a subgraph",
+          n->name(), target);
     }
+  }
+  for (const Subgraph& sg : subgraphs_) {
+    if (sg.program == nullptr) {
+      if (sg.error.empty()) return internal_error("lint: subgraph '{}' has no program", sg.name);
+      continue;
+    }
+    Status st = sg.program->lint();
+    if (!st.ok()) return st.with_context(fmt::format("subgraph '{}'", sg.name));
+  }
+  for (Node* n : graph_->nodes()) {
+    if (n->is_call(OpId::kCond)) KILN_RETURN_IF_ERROR(lint_cond(*n));
   }
   return Status::Ok();
 }
@@ -390,6 +466,11 @@ ExportedProgram ExportedProgram::clone() const {
   ep.signature_ = signature_;
   ep.constants_ = constants_;
   ep.lowered_ = lowered_;
+  for (const Subgraph& sg : subgraphs_) {
+    ep.subgraphs_.push_back(
+        {sg.name, sg.program ? std::make_shared<ExportedProgram>(sg.program->clone()) : nullptr,
+         sg.error});
+  }
   return ep;
 }
 

@@ -292,7 +292,8 @@ Status Parser::parse_lowered(int depth, ExportedProgram* ep) {
     return err(name_tok, "duplicate lowered module '{}'", m.name);
   }
   KILN_RETURN_IF_ERROR(expect(Tok::kEquals, "=", "after the lowered module name"));
-  KILN_RETURN_IF_ERROR(expect_word("lowered", "after '='"));
+  if (at_word("subgraph")) return parse_subgraph(depth, name_tok, std::move(m.name), ep);
+  KILN_RETURN_IF_ERROR(expect_word("lowered", "or 'subgraph' after '='"));
   KILN_RETURN_IF_ERROR(expect(Tok::kLParen, "(", "after 'lowered'"));
   bool has_backend = false;
   int64_t bytes = -1;
@@ -404,6 +405,40 @@ Status Parser::parse_lowered(int depth, ExportedProgram* ep) {
     m.original_module = std::move(sub);
   }
   ep->lowered_modules().push_back(std::move(m));
+  return Status::Ok();
+}
+
+// "name = subgraph():" and the subgraph's program indented under it (a cond's branch).
+Status Parser::parse_subgraph(int depth, const Token& name_tok, std::string name,
+                              ExportedProgram* ep) {
+  if (ep->find_subgraph(name) != nullptr || ep->find_lowered_module(name) != nullptr) {
+    return err(name_tok, "duplicate module '{}'", name);
+  }
+  KILN_RETURN_IF_ERROR(advance());
+  KILN_RETURN_IF_ERROR(expect(Tok::kLParen, "(", "after 'subgraph'"));
+  if (at_word("error")) {  // a branch that cannot run on the program's shapes: no program
+    KILN_RETURN_IF_ERROR(advance());
+    KILN_RETURN_IF_ERROR(expect(Tok::kEquals, "=", "after 'error'"));
+    if (!at(Tok::kString))
+      return err(cur_, "expected the error as a string, got {}", describe(cur_));
+    std::string error(cur_.text);
+    KILN_RETURN_IF_ERROR(advance());
+    KILN_RETURN_IF_ERROR(expect(Tok::kRParen, ")", "after the error"));
+    if (error.empty()) return err(name_tok, "subgraph '{}': the error is empty", name);
+    ep->subgraphs().push_back({std::move(name), nullptr, std::move(error)});
+    return Status::Ok();
+  }
+  KILN_RETURN_IF_ERROR(expect(Tok::kRParen, ")", "after 'subgraph('"));
+  Token colon = cur_;
+  KILN_RETURN_IF_ERROR(expect(Tok::kColon, ":", "after 'subgraph()'"));
+  if (depth + 1 >= kMaxNesting) return err(colon, "modules nested more than {} deep", kMaxNesting);
+  if (cur_.column <= name_tok.column) {
+    return err(cur_, "expected the program of '{}' indented under it, got {}", name,
+               describe(cur_));
+  }
+  auto sub = std::make_shared<ExportedProgram>();
+  KILN_RETURN_IF_ERROR(parse_program(depth + 1, sub.get()));
+  ep->subgraphs().push_back({std::move(name), std::move(sub), ""});
   return Status::Ok();
 }
 

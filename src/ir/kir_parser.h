@@ -99,6 +99,7 @@ class Parser {
   Status parse_spec(TensorSpec* out, bool static_only);
   Status parse_specs(SpecList* out);
   Status parse_lowered(int depth, ExportedProgram* ep);
+  Status parse_subgraph(int depth, const Token& name_tok, std::string name, ExportedProgram* ep);
   Status validate(ExportedProgram* ep, bool has_program, std::vector<SigInput>& inputs,
                   std::vector<SigOutput>& outputs, const Token& graph_tok, const Token& ret_tok);
 

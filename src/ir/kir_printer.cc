@@ -206,6 +206,8 @@ void append_graph(std::string& out, const Graph& graph) {
 
 void append_program(std::string& out, const ExportedProgram& p, const KirPrintOptions& options);
 
+void append_indented(std::string& out, const ExportedProgram& p, const KirPrintOptions& options);
+
 void append_lowered(std::string& out, const LoweredModule& m, const KirPrintOptions& options) {
   out += name_or_quoted(m.name);
   out += " = lowered(backend=";
@@ -255,8 +257,12 @@ void append_lowered(std::string& out, const LoweredModule& m, const KirPrintOpti
     return;
   }
   out += ":\n";
+  append_indented(out, *m.original_module, options);
+}
+
+void append_indented(std::string& out, const ExportedProgram& p, const KirPrintOptions& options) {
   std::string inner;
-  append_program(inner, *m.original_module, options);
+  append_program(inner, p, options);
   size_t start = 0;
   while (start < inner.size()) {
     size_t end = inner.find('\n', start);
@@ -302,8 +308,18 @@ void append_program(std::string& out, const ExportedProgram& p, const KirPrintOp
   out += "  constants:\n";
   for (const auto& [name, t] : p.constants().entries()) append_constant(out, name, t, options);
   append_graph(out, p.graph());
-  if (!options.print_lowered_modules) return;
-  for (const LoweredModule& m : p.lowered_modules()) append_lowered(out, m, options);
+  if (options.print_lowered_modules) {
+    for (const LoweredModule& m : p.lowered_modules()) append_lowered(out, m, options);
+  }
+  for (const Subgraph& sg : p.subgraphs()) {
+    out += name_or_quoted(sg.name);
+    if (sg.program == nullptr) {
+      out += fmt::format(" = subgraph(error={})\n", quote(sg.error, /*ascii=*/false));
+      continue;
+    }
+    out += " = subgraph():\n";
+    append_indented(out, *sg.program, options);
+  }
 }
 
 }  // namespace

@@ -69,7 +69,7 @@ std::string sanitize_name(std::string_view name) {
 Importer::Importer(const OnnxImportOptions& options, std::string base_dir)
     : options_(options), base_dir_(std::move(base_dir)) {
   for (auto table : {elementwise_ops(), nn_ops(), tensor_ops(), shape_ops(), quant_ops(),
-                     sequence_ops(), training_ops()}) {
+                     sequence_ops(), training_ops(), control_ops()}) {
     for (const OpEntry& e : table) table_.emplace(e.op_type, e.fn);
   }
 }
@@ -327,6 +327,13 @@ Result<Tensor> Importer::attr_tensor(std::string_view name) const {
   return tensor_from_proto(a->t(), base_dir_, fmt::format("attribute '{}'", name));
 }
 
+Result<const onnx::GraphProto*> Importer::attr_graph(std::string_view name) const {
+  const AP* a = attr(name);
+  if (a == nullptr) return invalid_argument("attribute '{}' is missing", name);
+  if (effective_type(*a) != AP::GRAPH) return attr_mismatch(*a, AP::GRAPH);
+  return &a->g();
+}
+
 Result<std::optional<std::vector<int64_t>>> Importer::axes_attr_or_input(std::string_view name,
                                                                         size_t input_index,
                                                                         int64_t input_from) {
@@ -471,6 +478,21 @@ Status Importer::add_inputs(const onnx::GraphProto& g) {
     if (in.name().empty()) return invalid_argument("a graph input has no name");
     std::string what = fmt::format("graph input '{}'", in.name());
     KILN_ASSIGN_OR_RETURN(TensorSpec spec, spec_from_type(in.type(), what));
+    auto given = options_.input_shapes.find(in.name());
+    if (given != options_.input_shapes.end()) {
+      const std::vector<int64_t>& sizes = given->second;
+      if (sizes.size() != spec.shape.size()) {
+        return invalid_argument("{} has rank {}; the tensor given for it has shape [{}]", what,
+                                spec.shape.size(), fmt::join(sizes, ", "));
+      }
+      for (size_t d = 0; d < sizes.size(); ++d) {
+        if (spec.shape[d].is_static() && spec.shape[d].value() != sizes[d]) {
+          return invalid_argument("{} has shape {}; the tensor given for it has shape [{}]", what,
+                                  spec.to_string(), fmt::join(sizes, ", "));
+        }
+      }
+      for (size_t d = 0; d < sizes.size(); ++d) spec.shape[d] = Dim(sizes[d]);
+    }
     Node* n = program_.add_user_input(unique_name(in.name()), std::move(spec), in.name());
     n->meta.source = fmt::format("input '{}'", in.name());
     Value& v = values_[in.name()];
@@ -619,6 +641,108 @@ Status Importer::set_outputs(const onnx::GraphProto& g) {
   }
   if (outs.empty()) return invalid_argument("the graph has no outputs");
   return program_.set_outputs(outs, std::move(specs));
+}
+
+// The nodes of If branch `g`, converted in topological order after its initializers (copies: the
+// model stays intact) join the scope. ONNX names are unique across nested graphs, so
+// load_initializers and topo_order refuse a name that shadows an outer one.
+Status Importer::convert_subgraph_nodes(const onnx::GraphProto& g) {
+  if (g.input_size() != 0) {
+    return invalid_argument("subgraph '{}' takes {} inputs; an If branch takes none", g.name(),
+                            g.input_size());
+  }
+  onnx::GraphProto initializers;
+  *initializers.mutable_initializer() = g.initializer();
+  *initializers.mutable_sparse_initializer() = g.sparse_initializer();
+  KILN_RETURN_IF_ERROR(load_initializers(initializers));
+  for (const auto& o : g.output()) consumed_.insert(o.name());
+  KILN_ASSIGN_OR_RETURN(auto order, topo_order(g));
+  for (int i : order) {
+    const auto& n = g.node(i);
+    Status st = convert_node(n);
+    if (!st.ok()) {
+      return st.with_context(fmt::format("node '{}' ({})", node_display_name(n, i), n.op_type()));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Importer::inline_subgraph(const onnx::GraphProto& g) {
+  const onnx::NodeProto* outer = node_;
+  const std::string outer_label = node_label_;
+  KILN_RETURN_IF_ERROR(convert_subgraph_nodes(g));
+  node_ = outer;
+  node_label_ = outer_label;
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<ExportedProgram>> Importer::import_subgraph(
+    const onnx::GraphProto& g, const std::vector<std::string>& operands) {
+  Importer child(options_, base_dir_);
+  child.opset_ = opset_;
+  for (const std::string& name : operands) {
+    auto it = values_.find(name);
+    if (it == values_.end() || it->second.node == nullptr || !it->second.node->has_spec()) {
+      return internal_error("operand '{}' has not been computed", name);
+    }
+    Node* n = child.program_.add_user_input(child.unique_name(name), it->second.node->spec(), name);
+    n->meta.source = fmt::format("operand '{}'", name);
+    Value& v = child.values_[name];
+    v.onnx_name = name;
+    v.node = n;
+  }
+  for (const std::string& name : outer_names(g)) {
+    auto it = values_.find(name);
+    if (it == values_.end() || child.values_.count(name)) continue;
+    const Value& v = it->second;
+    if (!v.constant && !v.dims) continue;  // an operand, or not defined (topo_order says so)
+    Value& copy = child.values_[name];
+    copy.onnx_name = name;
+    copy.constant = v.constant;
+    copy.dims = v.dims;
+  }
+  KILN_RETURN_IF_ERROR(child.convert_subgraph_nodes(g));
+  child.node_ = nullptr;
+  KILN_RETURN_IF_ERROR(child.set_outputs(g));
+  return std::make_shared<ExportedProgram>(std::move(child.program_));
+}
+
+std::vector<std::string> outer_names(const onnx::GraphProto& g) {
+  std::unordered_set<std::string> defined, seen;
+  std::vector<std::string> out;
+  auto define_all = [&](const onnx::GraphProto& sub, auto&& self) -> void {
+    for (const auto& i : sub.input()) defined.insert(i.name());
+    for (const auto& i : sub.initializer()) defined.insert(i.name());
+    for (const auto& n : sub.node()) {
+      for (const auto& o : n.output()) defined.insert(o);
+      for (const auto& a : n.attribute()) {
+        if (a.has_g()) self(a.g(), self);
+        for (const auto& sg : a.graphs()) self(sg, self);
+      }
+    }
+  };
+  define_all(g, define_all);
+  auto read = [&](const std::string& name) {
+    if (!name.empty() && !defined.count(name) && seen.insert(name).second) out.push_back(name);
+  };
+  auto read_all = [&](const onnx::GraphProto& sub, auto&& self) -> void {
+    for (const auto& n : sub.node()) {
+      for (const auto& i : n.input()) read(i);
+      for (const auto& a : n.attribute()) {
+        if (a.has_g()) self(a.g(), self);
+        for (const auto& sg : a.graphs()) self(sg, self);
+      }
+    }
+    for (const auto& o : sub.output()) read(o.name());
+  };
+  read_all(g, read_all);
+  return out;
+}
+
+Result<const Value*> Importer::value_of(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return invalid_argument("value '{}' is not computed", name);
+  return &it->second;
 }
 
 Result<ExportedProgram> Importer::run(onnx::ModelProto& model) {

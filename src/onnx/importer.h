@@ -58,6 +58,7 @@ std::span<const OpEntry> shape_ops();        // ops_shape.cc
 std::span<const OpEntry> quant_ops();        // ops_quant.cc
 std::span<const OpEntry> sequence_ops();     // ops_sequence.cc
 std::span<const OpEntry> training_ops();     // ops_training.cc (ai.onnx.preview.training)
+std::span<const OpEntry> control_ops();      // ops_control.cc (If)
 
 /// Imports one ModelProto. Not reusable: one Importer per model.
 class Importer {
@@ -108,12 +109,28 @@ class Importer {
   /// True if some node or graph output reads output `i`.
   bool output_used(size_t i) const;
 
+  /// A node name made from `onnx_name`, not yet used by a node or constant.
+  std::string unique_name(std::string_view onnx_name);
+  /// The kiln node name of the current node (its ONNX name, sanitized).
+  const std::string& node_label() const { return node_label_; }
   /// Adds a call node named after the current ONNX node, with meta.source set.
   [[nodiscard]] Result<Node*> call(OpId op, std::vector<Arg> args, const Kwargs& kwargs = {});
   /// A new lifted constant placeholder holding `t`.
   Node* constant_node(Tensor t, std::string_view hint, Role role = Role::kActivation);
   /// Placeholder for `v`, created on first use.
   [[nodiscard]] Result<Node*> materialize(Value& v, Role role);
+
+  /// Converts the nodes of subgraph `g` (an If branch, which takes no inputs) in the current
+  /// scope, as if they were the enclosing graph's: afterwards its outputs' values are found by
+  /// name with `value_of`. The current node stays the same.
+  [[nodiscard]] Status inline_subgraph(const onnx::GraphProto& g);
+  /// Imports subgraph `g` (an If branch) as a program of its own. `operands` (values of the
+  /// enclosing scope computed at run time) become its user inputs, in order; the enclosing
+  /// scope's constants and shape arithmetic it reads are copied in, so they still fold there.
+  [[nodiscard]] Result<std::shared_ptr<ExportedProgram>> import_subgraph(
+      const onnx::GraphProto& g, const std::vector<std::string>& operands);
+  /// The value named `name` (an output of an inlined subgraph), or an error.
+  [[nodiscard]] Result<const Value*> value_of(const std::string& name) const;
 
   // ---- Attributes of the current node (type-checked).
   const onnx::AttributeProto* attr(std::string_view name) const;
@@ -125,6 +142,8 @@ class Importer {
   [[nodiscard]] Result<std::vector<int64_t>> attr_ints(std::string_view name) const;
   [[nodiscard]] Result<std::vector<float>> attr_floats(std::string_view name) const;
   [[nodiscard]] Result<Tensor> attr_tensor(std::string_view name) const;
+  /// Graph attribute `name` (If's branches); an error when absent or not a graph.
+  [[nodiscard]] Result<const onnx::GraphProto*> attr_graph(std::string_view name) const;
   /// Axes given as an attribute before opset `input_from` and as input `input_index` after.
   [[nodiscard]] Result<std::optional<std::vector<int64_t>>> axes_attr_or_input(
       std::string_view name, size_t input_index, int64_t input_from);
@@ -139,8 +158,8 @@ class Importer {
   Status convert_node(const onnx::NodeProto& n);
   Result<bool> try_fold(const onnx::NodeProto& n);
   Status set_outputs(const onnx::GraphProto& g);
+  Status convert_subgraph_nodes(const onnx::GraphProto& g);
   Result<TensorSpec> spec_from_type(const onnx::TypeProto& type, const std::string& what);
-  std::string unique_name(std::string_view onnx_name);
   Value& value_for_output(size_t i);
 
   const OnnxImportOptions& options_;
@@ -155,6 +174,10 @@ class Importer {
   std::string node_label_;  // sanitized node name used for kiln nodes
   int unk_counter_ = 0;
 };
+
+/// The names subgraph `g` (and the subgraphs nested in it) reads from enclosing scopes, in the
+/// order first read.
+std::vector<std::string> outer_names(const onnx::GraphProto& g);
 
 /// An identifier made from `name` (non-identifier characters become '_').
 std::string sanitize_name(std::string_view name);

@@ -208,6 +208,10 @@ Proposal propose_partitions(const ExportedProgram& program, const OperatorSuppor
       reject(n, fmt::format("it is already tagged '{}'", n->meta.delegation_tag));
       continue;
     }
+    if (n->is_call(OpId::kCond)) {  // one unit: its branches are programs of their own
+      reject(n, "control flow (cond) runs its branches on the CPU");
+      continue;
+    }
     cand[i] = support.is_node_supported(program, *n).supported;
     out.supported_nodes += cand[i];
   }

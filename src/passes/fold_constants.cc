@@ -15,6 +15,7 @@ bool keeps(const Node* n) {
     case OpId::kQuantizePerChannel:
     case OpId::kDequantizePerChannel:
     case OpId::kCallDelegate:
+    case OpId::kCond:
     case OpId::kGetitem:
     case OpId::kContextLoader: return true;
     default: return false;

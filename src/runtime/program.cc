@@ -1,8 +1,10 @@
 #include "kiln/runtime/program.h"
 
+#include <fmt/format.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <limits>
@@ -10,13 +12,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include <fmt/format.h>
-
+#include "../backends/portable/thread_pool.h"
 #include "kiln/core/file.h"
 #include "kiln/core/memory.h"
 #include "kiln/runtime/program_format.h"
 #include "program_generated.h"
-#include "../backends/portable/thread_pool.h"
 
 namespace kiln::runtime {
 
@@ -64,7 +64,7 @@ struct Program::Impl {
   const NamedDataMap* external = nullptr;  // only during parse()
 
   Status parse();
-  Status check_method(const fb::Method* m) const;
+  Status check_method(const fb::Method* m, uint32_t index) const;
   std::string spec_text(const fb::Method* m, const fb::Tensor* t) const;
 };
 
@@ -226,13 +226,14 @@ Status Program::Impl::parse() {
   if (root->methods() == nullptr || root->methods()->size() == 0) {
     return bad_program("Program.methods", "the program has no methods");
   }
-  for (const fb::Method* m : *root->methods()) {
+  for (uint32_t i = 0; i < root->methods()->size(); ++i) {
+    const fb::Method* m = root->methods()->Get(i);
     std::string name = m->name()->str();
     if (!methods.emplace(name, m).second) {
       return bad_program("Program.methods", fmt::format("method '{}' appears twice", name));
     }
     method_order.push_back(name);
-    KILN_RETURN_IF_ERROR(check_method(m));
+    KILN_RETURN_IF_ERROR(check_method(m, i));
   }
 
   // Who uses each segment (for inspect).
@@ -288,7 +289,7 @@ std::string Program::Impl::spec_text(const fb::Method* m, const fb::Tensor* t) c
 }
 
 // Every index, range and kind of a method, before anything is used.
-Status Program::Impl::check_method(const fb::Method* m) const {
+Status Program::Impl::check_method(const fb::Method* m, uint32_t index) const {
   const std::string name = m->name()->str();
   auto where = [&](std::string_view field) { return fmt::format("method '{}': {}", name, field); };
   if (m->values() == nullptr) return bad_program(where("values"), "missing");
@@ -487,6 +488,33 @@ Status Program::Impl::check_method(const fb::Method* m) const {
                                                      "buffer",
                                                      c->src(), c->dst()));
       }
+    } else if (const fb::CondCall* c = e->instruction_as_CondCall()) {
+      KILN_RETURN_IF_ERROR(tensor_home({}, "a predicate")(c->pred(), field + ".pred"));
+      KILN_RETURN_IF_ERROR(check_list(c->inputs(), field + ".inputs", tensor_home({}, "an input")));
+      KILN_RETURN_IF_ERROR(check_list(c->outputs(), field + ".outputs", written));
+      const uint32_t nmethods = root->methods()->size();
+      for (bool taken : {true, false}) {
+        if ((taken ? c->true_error() : c->false_error()) != nullptr) continue;  // never run
+        uint32_t b = taken ? c->true_method() : c->false_method();
+        // Branches come after their caller, so a chain of calls always ends.
+        if (b <= index || b >= nmethods) {
+          return bad_program(where(field), fmt::format("branch method {} is not after this method "
+                                                       "(#{}) in the program's {} methods",
+                                                       b, index, nmethods));
+        }
+        const fb::Method* bm = root->methods()->Get(b);
+        size_t bin = bm->inputs() ? bm->inputs()->size() : 0;
+        size_t bout = bm->outputs() ? bm->outputs()->size() : 0;
+        size_t in = c->inputs() ? c->inputs()->size() : 0,
+               out = c->outputs() ? c->outputs()->size() : 0;
+        if (bin != in || bout != out) {
+          return bad_program(where(field),
+                             fmt::format("branch method '{}' takes {} inputs and "
+                                         "returns {} outputs; the call passes {} and "
+                                         "expects {}",
+                                         bm->name()->string_view(), bin, bout, in, out));
+        }
+      }
     } else {
       return bad_program(where(field), "unknown instruction");
     }
@@ -571,6 +599,9 @@ Result<MethodInfo> Program::method_info(std::string_view name) const {
       case fb::Instruction::KernelCall: ++info.kernel_calls; break;
       case fb::Instruction::DelegateCall: ++info.delegate_calls; break;
       case fb::Instruction::CopyBuffer: ++info.buffer_copies; break;
+      case fb::Instruction::CondCall:
+        ++info.cond_calls;
+        break;
       default: break;
     }
   }
@@ -612,7 +643,7 @@ Result<MethodInfo> Program::method_info(std::string_view name) const {
 
 namespace {
 
-enum class Kind : uint8_t { kKernel, kDelegate, kCopy };
+enum class Kind : uint8_t { kKernel, kDelegate, kCopy, kCond };
 
 struct Step {
   Kind kind = Kind::kKernel;
@@ -623,7 +654,9 @@ struct Step {
   std::vector<int32_t> inputs;   // delegate inputs
   std::vector<int32_t> outputs;
   size_t delegate = 0;
-  int32_t src = -1, dst = -1;    // copy
+  int32_t src = -1, dst = -1;                       // copy; cond: src is the predicate
+  std::array<std::shared_ptr<Method>, 2> branches;  // cond: the false and true branches
+  std::array<std::string, 2> branch_errors;         // cond: why a branch (null) cannot run
 };
 
 // Hands a kernel its instruction's planned output memory, in order; anything else comes from
@@ -758,6 +791,14 @@ Status Method::Impl::out_of_memory(std::string_view what) const {
 Result<std::unique_ptr<Method>> Program::load_method(std::string_view name,
                                                      const BackendRegistry& registry,
                                                      const MethodOptions& options) const {
+  LoadedBranches loaded;
+  return load_method(name, registry, options, loaded);
+}
+
+Result<std::unique_ptr<Method>> Program::load_method(std::string_view name,
+                                                     const BackendRegistry& registry,
+                                                     const MethodOptions& options,
+                                                     LoadedBranches& loaded) const {
   auto it = impl_->methods.find(std::string(name));
   if (it == impl_->methods.end()) {
     return not_found("method '{}' is not in the program (methods: {})", name,
@@ -916,6 +957,27 @@ Result<std::unique_ptr<Method>> Program::load_method(std::string_view name,
       s.kind = Kind::kCopy;
       s.src = c->src();
       s.dst = c->dst();
+    } else if (const fb::CondCall* c = e->instruction_as_CondCall()) {
+      s.kind = Kind::kCond;
+      s.what = fmt::format("node '{}' (cond)", c->name() ? c->name()->string_view() : "?");
+      s.src = c->pred();
+      if (c->inputs()) s.inputs.assign(c->inputs()->begin(), c->inputs()->end());
+      if (c->outputs()) s.outputs.assign(c->outputs()->begin(), c->outputs()->end());
+      for (size_t b = 0; b < 2; ++b) {
+        if (const flatbuffers::String* error = b == 1 ? c->true_error() : c->false_error()) {
+          s.branch_errors[b] = error->str();
+          continue;
+        }
+        uint32_t index = b == 1 ? c->true_method() : c->false_method();
+        std::shared_ptr<Method>& branch = loaded[index];
+        if (branch == nullptr) {
+          const fb::Method* bm = impl_->root->methods()->Get(index);
+          auto r = load_method(bm->name()->string_view(), registry, options, loaded);
+          if (!r.ok()) return r.status().with_context(fmt::format("method '{}': {}", name, s.what));
+          branch = std::move(r).value();
+        }
+        s.branches[b] = branch;
+      }
     }
     mi->steps.push_back(std::move(s));
   }
@@ -950,8 +1012,10 @@ Result<std::unique_ptr<Method>> Program::load_method(std::string_view name,
     for (const Step& s : mi->steps) {
       std::string op = s.kind == Kind::kKernel ? std::string(s.op)
                        : s.kind == Kind::kCopy ? "copy"
-                                               : fmt::format("delegate {} ({})", mi->delegate_names[s.delegate],
-                                                             mi->backends[s.delegate]->id());
+                       : s.kind == Kind::kCond
+                           ? s.what
+                           : fmt::format("delegate {} ({})", mi->delegate_names[s.delegate],
+                                         mi->backends[s.delegate]->id());
       mi->stats.instructions.push_back({std::move(op), 0});
     }
   }
@@ -1086,6 +1150,30 @@ Result<std::vector<Tensor>> Method::execute(std::span<const Tensor> inputs) {
                             mi.name, mi.delegate_names[s.delegate], mi.backends[s.delegate]->id(), st.message());
         }
         KILN_RETURN_IF_ERROR(mi.place_outputs(s, mi.scratch, fmt::format("delegate '{}'", mi.delegate_names[s.delegate])));
+        break;
+      }
+      case Kind::kCond: {
+        const Tensor& pred = mi.values[static_cast<size_t>(s.src)];
+        if (pred.numel() != 1 || !pred.defined()) {
+          return invalid_argument("method '{}': {}: the predicate has {} elements, expected one",
+                                  mi.name, s.what, pred.numel());
+        }
+        bool taken = pred.scalar_at(0) != 0;
+        if (s.branches[taken ? 1 : 0] == nullptr) {
+          return invalid_argument(
+              "method '{}': {}: the {} branch cannot run on this program's "
+              "shapes: {}",
+              mi.name, s.what, taken ? "true" : "false", s.branch_errors[taken ? 1 : 0]);
+        }
+        std::vector<Tensor> ins;
+        ins.reserve(s.inputs.size());
+        for (int32_t v : s.inputs) ins.push_back(mi.values[static_cast<size_t>(v)]);
+        auto outs = s.branches[taken ? 1 : 0]->execute(ins);
+        if (!outs.ok()) {
+          return outs.status().with_context(
+              fmt::format("method '{}': {}, {} branch", mi.name, s.what, taken ? "true" : "false"));
+        }
+        KILN_RETURN_IF_ERROR(mi.place_outputs(s, *outs, s.what));
         break;
       }
       case Kind::kCopy: {

@@ -141,10 +141,18 @@ class OperatorTable {
 // Writes one method.
 class MethodWriter {
  public:
+  // `method_index`: where each subgraph program is written (its cond calls run it there).
   MethodWriter(FlatBufferBuilder& fbb, DataTable& data, OperatorTable& ops,
                const SerializeOptions& options, const std::string& name,
-               const ExportedProgram& program)
-      : fbb_(fbb), data_(data), ops_(ops), options_(options), name_(name), program_(program) {}
+               const ExportedProgram& program,
+               const std::unordered_map<const ExportedProgram*, uint32_t>& method_index)
+      : fbb_(fbb),
+        data_(data),
+        ops_(ops),
+        options_(options),
+        name_(name),
+        program_(program),
+        method_index_(method_index) {}
 
   Result<Offset<fb::Method>> write() {
     MemoryPlanOptions plan_options;
@@ -418,6 +426,49 @@ class MethodWriter {
     return idx;
   }
 
+  // A cond: a CondCall running the methods its subgraphs were written as.
+  Status write_cond(const Node* n) {
+    if (n->num_args() < 3 || !n->arg(0).is_node()) {
+      return fail_at(n, "cond needs pred, true_branch and false_branch");
+    }
+    uint32_t branch[2] = {0, 0};
+    Offset<flatbuffers::String> errors[2];
+    for (size_t b = 0; b < 2; ++b) {
+      const Arg& a = n->arg(b + 1);
+      const Subgraph* sg = a.is_node() && a.node()->op() == OpKind::kGetAttr
+                               ? program_.find_subgraph(a.node()->target_name())
+                               : nullptr;
+      if (sg != nullptr && sg->program == nullptr) {
+        errors[b] = fbb_.CreateString(sg->error);
+        continue;
+      }
+      auto it = sg == nullptr ? method_index_.end() : method_index_.find(sg->program.get());
+      if (it == method_index_.end()) {
+        return fail_at(n, fmt::format("cond's {} does not name a subgraph",
+                                      b == 0 ? "true_branch" : "false_branch"));
+      }
+      branch[b] = it->second;
+    }
+    KILN_ASSIGN_OR_RETURN(int32_t pred, value_of(n, n->arg(0).node()));
+    std::vector<int32_t> ins;
+    for (size_t i = 3; i < n->num_args(); ++i) {
+      const Arg& a = n->arg(i);
+      std::vector<const Node*> nodes;
+      if (a.is_node()) nodes.push_back(a.node());
+      if (a.is_node_list()) nodes.assign(a.nodes().begin(), a.nodes().end());
+      for (const Node* m : nodes) {
+        KILN_ASSIGN_OR_RETURN(int32_t v, value_of(n, m));
+        ins.push_back(v);
+      }
+    }
+    add(fb::Instruction::CondCall,
+        fb::CreateCondCall(fbb_, pred, branch[0], branch[1], fbb_.CreateVector(ins),
+                           fbb_.CreateVector(outputs_of(n)), fbb_.CreateString(n->name()),
+                           errors[0], errors[1])
+            .Union());
+    return Status::Ok();
+  }
+
   Status write_instructions() {
     const auto& sig = program_.signature();
     size_t ph = 0;
@@ -436,6 +487,10 @@ class MethodWriter {
         case OpKind::kGetAttr: break;  // constants are values; lowered modules are delegates
         case OpKind::kCallFunction: {
           if (n->is_call(OpId::kGetitem)) break;  // its readers read the element directly
+          if (n->is_call(OpId::kCond)) {
+            KILN_RETURN_IF_ERROR(write_cond(n));
+            break;
+          }
           if (n->is_call(OpId::kCallDelegate)) {
             if (n->num_args() < 1 || !n->arg(0).is_node() ||
                 n->arg(0).node()->op() != OpKind::kGetAttr) {
@@ -525,6 +580,7 @@ class MethodWriter {
   const SerializeOptions& options_;
   const std::string& name_;
   const ExportedProgram& program_;
+  const std::unordered_map<const ExportedProgram*, uint32_t>& method_index_;
   MemoryPlan plan_;
   std::vector<Offset<fb::ValueEntry>> values_;
   std::unordered_map<std::string, int32_t> scalars_;
@@ -595,6 +651,25 @@ Result<ProgramImage> serialize_program(std::span<const MethodToSerialize> method
       return invalid_argument("dim '{}': range {}..{} is empty or negative", sym, range.min, range.max);
     }
   }
+  // Each method, then the subgraphs its cond nodes run, as methods of their own named
+  // "<method>/<subgraph>" that come after their caller (a loader can then refuse cycles).
+  std::vector<MethodToSerialize> all;
+  std::unordered_map<const ExportedProgram*, uint32_t> method_index;
+  auto add_subgraphs = [&](const std::string& owner, const ExportedProgram& p,
+                           auto&& self) -> void {
+    for (const Subgraph& sg : p.subgraphs()) {
+      if (sg.program == nullptr || method_index.count(sg.program.get())) continue;
+      std::string name = owner + "/" + sg.name;
+      method_index.emplace(sg.program.get(), static_cast<uint32_t>(all.size()));
+      all.push_back({name, sg.program.get()});
+      self(name, *sg.program, self);
+    }
+  };
+  for (const MethodToSerialize& m : methods) {
+    all.push_back(m);
+    if (m.program != nullptr) add_subgraphs(m.name, *m.program, add_subgraphs);
+  }
+  methods = all;
   std::unordered_set<std::string_view> names;
   for (const MethodToSerialize& m : methods) {
     if (m.name.empty()) return invalid_argument("a method has an empty name");
@@ -613,7 +688,7 @@ Result<ProgramImage> serialize_program(std::span<const MethodToSerialize> method
   OperatorTable ops;
   std::vector<Offset<fb::Method>> method_offsets;
   for (const MethodToSerialize& m : methods) {
-    MethodWriter w(fbb, data, ops, options, m.name, *m.program);
+    MethodWriter w(fbb, data, ops, options, m.name, *m.program, method_index);
     KILN_ASSIGN_OR_RETURN(auto off, w.write());
     method_offsets.push_back(off);
   }

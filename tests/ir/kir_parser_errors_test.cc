@@ -225,7 +225,7 @@ TEST(KirParserErrors, GetAttrOfNothing) {
                               "    %m : [num_users=0] ? = get_attr[target=nothing]\n"
                               "    return (add,)\n")),
             "model.kir:9:1: invalid program: lint: get_attr 'm' reads 'nothing', which is neither "
-            "a constant nor a lowered module");
+            "a constant, a lowered module nor a subgraph");
 }
 
 TEST(KirParserErrors, LoweredModules) {

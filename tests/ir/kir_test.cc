@@ -91,6 +91,47 @@ TEST(KirGolden, DelegatedProgramKeepsItsLoweredModule) {
   EXPECT_EQ(print_kir(*p, opts).find("lowered("), std::string::npos);
 }
 
+TEST(KirGolden, CondKeepsItsBranchesAsSubgraphs) {
+  auto p = load_kir_file((fs::path(KILN_TEST_DATA_DIR) / "kir" / "cond.kir").string());
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->subgraphs().size(), 2u);
+  EXPECT_EQ(p->subgraphs()[0].name, "true_graph");
+  EXPECT_EQ(p->subgraphs()[0].program->constants().size(), 1u);
+  EXPECT_NE(p->find_subgraph("false_graph"), nullptr);
+  EXPECT_FALSE(p->graph().find("true_graph")->has_spec());
+  // A copy owns its subgraphs: changing one leaves the original alone.
+  ExportedProgram copy = p->clone();
+  ASSERT_EQ(copy.subgraphs().size(), 2u);
+  EXPECT_NE(copy.subgraphs()[0].program, p->subgraphs()[0].program);
+  EXPECT_EQ(print_kir(copy), print_kir(*p));
+  // A branch that cannot run on the program's shapes prints as its error, and reads back.
+  copy.subgraphs()[1] = {"false_graph", nullptr, "Squeeze: dim 0 is \"2\", not 1"};
+  std::string partial = print_kir(copy);
+  EXPECT_NE(partial.find("false_graph = subgraph(error=\"Squeeze: dim 0 is \\\"2\\\", not 1\")\n"),
+            std::string::npos)
+      << partial;
+  auto reread = parse_kir(partial, "partial");
+  ASSERT_TRUE(reread.ok()) << reread.status().message();
+  ASSERT_NE(reread->find_subgraph("false_graph"), nullptr);
+  EXPECT_EQ(reread->find_subgraph("false_graph")->error, "Squeeze: dim 0 is \"2\", not 1");
+  EXPECT_EQ(print_kir(*reread), partial);
+  // A branch whose result differs from the cond's is refused, naming both.
+  std::string text = print_kir(*p);
+  std::string bad = text;
+  bad.replace(bad.find("%neg : [num_users=1] f32[2, 3]"), 30, "%neg : [num_users=1] f32[3, 2]");
+  auto r = parse_kir(bad, "bad");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("neg"), std::string::npos) << r.status().message();
+  std::string missing = text;
+  missing.replace(missing.find("false_graph = subgraph():"), 25, "other_graph = subgraph():");
+  auto m = parse_kir(missing, "missing");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("'false_graph', which is neither a constant, a lowered "
+                                      "module nor a subgraph"),
+            std::string::npos)
+      << m.status().message();
+}
+
 TEST(KirPrinter, PrintsTheBriefsLayout) {
   ExportedProgram p;
   GraphBuilder b(p);

@@ -186,7 +186,32 @@ def cases():
              {"q": r.integers(-128, 127, (3, 5)).astype(np.int8)},
              inits={"s": np.array(0.1, np.float32), "z": np.array(-3, np.int8)}),
     ]
-    return out + quant_cases()
+    return out + quant_cases() + if_cases()
+
+
+def if_cases():
+    """If on conditions known only at run time: a cond whose else branch holds a cond of its own,
+    its branches reading the graph's input and initializer."""
+    x = rng(2).standard_normal((3, 5)).astype(np.float32)
+    k = rng(3).standard_normal((5,)).astype(np.float32)
+    mk = helper.make_graph
+    out_f = lambda n: helper.make_tensor_value_info(n, F, [3, 5])  # noqa: E731
+    inner = helper.make_node(
+        "If", ["d"], ["inner"],
+        then_branch=mk([helper.make_node("Neg", ["x"], ["neg"])], "neg_g", [], [out_f("neg")]),
+        else_branch=mk([helper.make_node("Mul", ["x", "x"], ["sq"])], "sq_g", [], [out_f("sq")]))
+    outer = helper.make_node(
+        "If", ["c"], ["y"],
+        then_branch=mk([helper.make_node("Add", ["x", "k"], ["sum"]),
+                        helper.make_node("Relu", ["sum"], ["relu"])], "relu_g", [], [out_f("relu")]),
+        else_branch=mk([inner], "inner_g", [], [out_f("inner")]))
+    sig = helper.make_node("Sigmoid", ["y"], ["out0"])
+    out = []
+    for c, d in [(True, False), (False, True), (False, False)]:
+        inputs = {"x": x, "c": np.array(c), "d": np.array(d)}
+        name = f"if_runtime_{'t' if c else 'f'}{'t' if d else 'f'}"
+        out.append(Case(name, [outer, sig], inputs, [("out0", F)], {"k": k}))
+    return out
 
 
 def quant_cases():

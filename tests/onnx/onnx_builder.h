@@ -129,6 +129,13 @@ class OnnxBuilder {
     *a->mutable_t() = std::move(t);
   }
 
+  static void attr_graph(onnx::NodeProto& n, const std::string& name, onnx::GraphProto g) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = std::move(g);
+  }
+
   /// Serialized model bytes.
   std::string bytes() const { return model_.SerializeAsString(); }
 

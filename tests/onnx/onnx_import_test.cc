@@ -120,13 +120,13 @@ TEST(OnnxImport, UnsupportedOpsAreListedInOneError) {
   b.input("x", {1, 4});
   b.node("Unique", {"x"}, {"a"}, "unique_1");
   b.node("Unique", {"a"}, {"c"}, "unique_2");
-  b.node("If", {"c"}, {"y"}, "if_0");
+  b.node("Loop", {"", "c"}, {"y"}, "loop_0");
   b.output("y");
   auto p = import_model(b);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), StatusCode::kUnsupported);
   EXPECT_EQ(p.status().message(),
-            "unsupported ONNX ops: Unique (nodes 'unique_1', 'unique_2'), If (node 'if_0')");
+            "unsupported ONNX ops: Unique (nodes 'unique_1', 'unique_2'), Loop (node 'loop_0')");
 }
 
 TEST(OnnxImport, CycleIsAnErrorNamingANodeOnIt) {

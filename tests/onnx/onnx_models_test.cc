@@ -88,15 +88,30 @@ TEST(OnnxModels, PaddleOcrDet) {
   EXPECT_GT(count_ops(*p, OpId::kConvolution), 50u);
 }
 
-TEST(OnnxModels, SileroVadV5IsImportedOrRefusedWithItsOps) {
+// Silero VAD v5: an If on the `sr` input picks the 16 kHz or the 8 kHz network (a cond with two
+// subgraphs); inside each, Ifs on shapes select their branches once the input's size is known.
+TEST(OnnxModels, SileroVadV5) {
   std::string path = std::string(KILN_SOURCE_DIR) + "/node_modules/@ricky0123/vad-web/dist/silero_vad_v5.onnx";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present";
-  auto p = import_onnx_file(path);
-  if (!p.ok()) {
-    EXPECT_EQ(p.status().code(), StatusCode::kUnsupported);
-    EXPECT_NE(p.status().message().find("unsupported ONNX ops: "), std::string::npos)
-        << p.status().message();
-  }
+  auto symbolic = import_onnx_file(path);
+  ASSERT_FALSE(symbolic.ok());
+  EXPECT_NE(symbolic.status().message().find("fix the symbolic dims"), std::string::npos)
+      << symbolic.status().message();
+  OnnxImportOptions options;
+  options.input_shapes["input"] = {1, 576};
+  options.input_shapes["state"] = {2, 1, 128};
+  auto p = import_onnx_file(path, options);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(count_ops(*p, OpId::kCond), 1u);
+  ASSERT_EQ(p->subgraphs().size(), 2u);
+  // The 16 kHz network (sr == 16000) fits a 576-sample chunk; the 8 kHz one, written for 288
+  // samples, does not: a run with sr 8000 would fail with its error, as it would in ORT.
+  const Subgraph& khz16 = p->subgraphs()[0];
+  ASSERT_NE(khz16.program, nullptr) << khz16.error;
+  EXPECT_EQ(khz16.program->user_input_names(), (std::vector<std::string>{"input", "state"}));
+  EXPECT_EQ(count_ops(*khz16.program, OpId::kLstm), 1u);
+  EXPECT_EQ(p->subgraphs()[1].program, nullptr);
+  EXPECT_NE(p->subgraphs()[1].error.find("(LSTM)"), std::string::npos) << p->subgraphs()[1].error;
 }
 
 }  // namespace

@@ -732,6 +732,96 @@ TEST(OnnxOpsErrors, ResizeAntialiasIsRefusedClearly) {
       << p.status().message();
 }
 
+// An If whose condition folds at import time (shape arithmetic, once the dims are fixed) is its
+// branch, converted in the enclosing scope: exporters emit "squeeze if the batch is 1" this way.
+TEST(OnnxOps, IfWithAnImportTimeConditionIsItsBranch) {
+  B then_b, else_b;
+  then_b.init_ints("axes", {0});
+  then_b.node("Squeeze", {"x", "axes"}, {"t"});
+  then_b.output("t");
+  else_b.node("Identity", {"x"}, {"e"});
+  else_b.output("e");
+  B b(13);
+  b.input("x", {"n", 3});
+  b.init_ints("zero", {0}, true).init_ints("one", {1}, true);
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "zero"}, {"n0"});
+  b.node("Equal", {"n0", "one"}, {"c"});
+  auto& n = b.node("If", {"c"}, {"y"}, "if");
+  B::attr_graph(n, "then_branch", then_b.model().graph());
+  B::attr_graph(n, "else_branch", else_b.model().graph());
+  b.node("Relu", {"y"}, {"z"});
+  b.output("z");
+  for (int64_t batch : {1, 2}) {
+    OnnxImportOptions o;
+    o.dim_values["n"] = batch;
+    auto p = import_model(b, o);
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    ASSERT_TRUE(p->lint().ok()) << p->lint().message();
+    EXPECT_EQ(p->user_outputs()[0]->spec().to_string(), batch == 1 ? "f32[3]" : "f32[2, 3]");
+    EXPECT_EQ(call_ops(*p), batch == 1 ? (std::vector<std::string>{"squeeze", "relu"})
+                                       : (std::vector<std::string>{"relu"}));
+  }
+  // The sizes of the tensors a run is given fix the dims the same way.
+  OnnxImportOptions given;
+  given.input_shapes["x"] = {1, 3};
+  auto p = import_model(b, given);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->user_outputs()[0]->spec().to_string(), "f32[3]");
+  given.input_shapes["x"] = {1, 4};
+  auto bad = import_model(b, given);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("graph input 'x' has shape f32[n, 3]; the tensor given for "
+                                        "it has shape [1, 4]"),
+            std::string::npos)
+      << bad.status().message();
+  // A condition computed when the model runs is a cond node: each branch a subgraph taking, as
+  // operands, the run-time values it reads (x); the constants it reads (k) are copied in.
+  B add_b, id_b, flip_b;
+  add_b.node("Add", {"x", "k"}, {"t"});
+  add_b.output("t");
+  id_b.node("Identity", {"x"}, {"e"});
+  id_b.output("e");
+  flip_b.node("Transpose", {"x"}, {"f"});
+  flip_b.output("f");
+  auto runtime_if = [&](B& then_g, B& else_g) {
+    B r(13);
+    r.input("x", {2, 3}).input("c", {}, onnx::TensorProto::BOOL).init("k", {3});
+    auto& m = r.node("If", {"c"}, {"y"}, "if");
+    B::attr_graph(m, "then_branch", then_g.model().graph());
+    B::attr_graph(m, "else_branch", else_g.model().graph());
+    r.output("y");
+    return import_model(r);
+  };
+  auto q = runtime_if(add_b, id_b);
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  ASSERT_TRUE(q->lint().ok()) << q->lint().message();
+  EXPECT_EQ(call_ops(*q), (std::vector<std::string>{"cond", "getitem"}));
+  ASSERT_EQ(q->subgraphs().size(), 2u);
+  const ExportedProgram& then_p = *q->subgraphs()[0].program;
+  EXPECT_EQ(q->subgraphs()[0].name, "if_then");
+  EXPECT_EQ(then_p.user_input_names(), std::vector<std::string>{"x"});
+  EXPECT_EQ(call_ops(then_p), std::vector<std::string>{"add"});
+  EXPECT_EQ(then_p.constants().size(), 1u);
+  EXPECT_EQ(q->subgraphs()[1].program->user_input_names(), std::vector<std::string>{"x"});
+  // A branch that does not fit the input shapes (a squeeze of a dim of 2) is kept as its error:
+  // a run that takes it fails with it.
+  auto partial = runtime_if(then_b, id_b);
+  ASSERT_TRUE(partial.ok()) << partial.status().message();
+  ASSERT_EQ(partial->subgraphs().size(), 2u);
+  EXPECT_EQ(partial->subgraphs()[0].program, nullptr);
+  EXPECT_NE(partial->subgraphs()[0].error.find("Squeeze"), std::string::npos)
+      << partial->subgraphs()[0].error;
+  EXPECT_EQ(partial->user_outputs()[0]->spec().to_string(), "f32[2, 3]");
+  // Branches whose results differ in shape are refused, naming both.
+  auto bad_if = runtime_if(add_b, flip_b);
+  ASSERT_FALSE(bad_if.ok());
+  EXPECT_NE(bad_if.status().message().find("node 'if' (If): output 0 ('y') is f32[2, 3] from "
+                                           "then_branch but f32[3, 2] from else_branch"),
+            std::string::npos)
+      << bad_if.status().message();
+}
+
 // Sequences live in the importer: their elements are graph values, positions constants.
 TEST(OnnxOps, SequencesAreTrackedAtImportTime) {
   B b(12);

@@ -2,8 +2,10 @@
 // bit for bit like the interpreter; and every malformed file is an error naming what is wrong.
 #include "kiln/runtime/program.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "kiln/backends/demo/demo_backend.h"
@@ -375,6 +377,123 @@ TEST(ProgramFile, CallerSuppliedArena) {
   EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
 }
 
+// y = cond(flag, x + w if flag else -x) * x: each branch a subgraph, the true one holding a weight
+// and a nested cond of its own (relu or tanh on a second flag).
+void build_cond(ExportedProgram& p) {
+  auto nested = std::make_shared<ExportedProgram>();
+  {
+    auto relu_p = std::make_shared<ExportedProgram>(), tanh_p = std::make_shared<ExportedProgram>();
+    GraphBuilder r(*relu_p), t(*tanh_p);
+    r.outputs({r.relu(r.input("x", f32({2, 3})))});
+    t.outputs({t.call(OpId::kTanh, {t.input("x", f32({2, 3}))})});
+    GraphBuilder b(*nested);
+    Node* x = b.input("x", f32({2, 3}));
+    Node* flag2 = b.input("flag2", TensorSpec::of(DType::kBool, {}));
+    Node* w = nested->add_parameter("p_w", "w", ramp({2, 3}, -0.5, 0.25));
+    nested->subgraphs().push_back({"relu_graph", relu_p, ""});
+    nested->subgraphs().push_back({"tanh_graph", tanh_p, ""});
+    Node* sum = b.add(x, w);
+    Node* rg = nested->graph().add_get_attr("relu_graph", "relu_graph");
+    Node* tg = nested->graph().add_get_attr("tanh_graph", "tanh_graph");
+    auto c = nested->graph().add_call(OpId::kCond, {flag2, rg, tg, sum}, {}, "inner", false);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    (*c)->meta.val = {f32({2, 3})};
+    b.outputs({b.call(OpId::kGetitem, {*c, int64_t{0}})});
+  }
+  auto neg_p = std::make_shared<ExportedProgram>();
+  {
+    GraphBuilder b(*neg_p);
+    Node* x = b.input("x", f32({2, 3}));
+    b.input("flag2", TensorSpec::of(DType::kBool, {}));
+    b.outputs({b.neg(x)});
+  }
+  GraphBuilder b(p);
+  Node* x = b.input("x", f32({2, 3}));
+  Node* flag = b.input("flag", TensorSpec::of(DType::kBool, {}));
+  Node* flag2 = b.input("flag2", TensorSpec::of(DType::kBool, {}));
+  p.subgraphs().push_back({"true_graph", nested, ""});
+  p.subgraphs().push_back({"false_graph", neg_p, ""});
+  Node* tg = p.graph().add_get_attr("true_graph", "true_graph");
+  Node* fg = p.graph().add_get_attr("false_graph", "false_graph");
+  auto c = p.graph().add_call(OpId::kCond, {flag, tg, fg, x, flag2}, {}, "outer", false);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  (*c)->meta.val = {f32({2, 3})};
+  b.outputs({b.mul(b.call(OpId::kGetitem, {*c, int64_t{0}}), x)});
+}
+
+Tensor flag(bool v) {
+  Tensor t(DType::kBool, {});
+  t.set_scalar_at(0, v ? 1 : 0);
+  return t;
+}
+
+TEST(ProgramFile, CondRunsTheBranchItsPredicateSelects) {
+  ExportedProgram p;
+  build_cond(p);
+  ASSERT_TRUE(p.lint().ok()) << p.lint().message();
+  auto program = load(serialize({{"forward", &p}}));
+  ASSERT_NE(program, nullptr);
+  EXPECT_EQ(program->method_names(),
+            (std::vector<std::string>{"forward", "forward/true_graph", "forward/true_graph/relu_graph",
+                                      "forward/true_graph/tanh_graph", "forward/false_graph"}));
+  EXPECT_EQ(program->method_info("forward")->cond_calls, 1u);
+  auto method = program->load_method("forward", demo_runtime());
+  ASSERT_TRUE(method.ok()) << method.status().message();
+  Tensor x = ramp({2, 3}, -1.0, 0.4);
+  const float* xs = x.data_as<float>();
+  for (bool f : {false, true}) {
+    for (bool f2 : {false, true}) {
+      SCOPED_TRACE(fmt::format("flag {} flag2 {}", f, f2));
+      std::vector<Tensor> inputs = {x, flag(f), flag(f2)};
+      auto got = (*method)->execute(inputs);
+      ASSERT_TRUE(got.ok()) << got.status().message();
+      expect_bits(*got, interpret(p, inputs));
+      for (int64_t i = 0; i < 6; ++i) {
+        float w = -0.5f + 0.25f * static_cast<float>(i);
+        float s = xs[i] + w;
+        float branch = !f ? -xs[i] : f2 ? std::max(s, 0.0f) : std::tanh(s);
+        EXPECT_FLOAT_EQ((*got)[0].data_as<float>()[i], branch * xs[i]) << i;
+      }
+    }
+  }
+  // The branches a cond names must be subgraphs whose signatures match its operands.
+  ExportedProgram q;
+  build_cond(q);
+  auto flipped = std::make_shared<ExportedProgram>();
+  GraphBuilder fb(*flipped);
+  Node* fx = fb.input("x", f32({3, 2}));
+  fb.input("flag2", TensorSpec::of(DType::kBool, {}));
+  fb.outputs({fb.neg(fx)});
+  q.subgraphs()[1].program = flipped;
+  EXPECT_EQ(q.lint().message(), "lint: node 'outer' (cond): false_branch 'false_graph': input 0 is "
+                                "f32[3, 2], the operand is f32[2, 3]");
+  // A branch that cannot run on the program's shapes fails the run that takes it, with its reason;
+  // the other branch still runs.
+  q.subgraphs()[1] = {"false_graph", nullptr, "reshape: 6 elements into [4]"};
+  ASSERT_TRUE(q.lint().ok()) << q.lint().message();
+  auto partial = load(serialize({{"forward", &q}}));
+  ASSERT_NE(partial, nullptr);
+  EXPECT_EQ(partial->method_names().size(), 4u);
+  auto m = partial->load_method("forward", demo_runtime());
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  std::vector<Tensor> taken = {x, flag(true), flag(true)};
+  auto ok = (*m)->execute(taken);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  expect_bits(*ok, interpret(q, taken));
+  std::vector<Tensor> other = {x, flag(false), flag(true)};
+  auto failed = (*m)->execute(other);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().message(), "method 'forward': node 'outer' (cond): the false branch "
+                                       "cannot run on this program's shapes: reshape: 6 elements "
+                                       "into [4]");
+  auto interp = portable::Interpreter::create(q);
+  ASSERT_TRUE(interp.ok());
+  auto r = (*interp)->run(other);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "node 'outer' (cond): the false branch cannot run on this "
+                                  "program's shapes: reshape: 6 elements into [4]");
+}
+
 // ---- malformed files ---------------------------------------------------------------------------
 
 // Two segments: the weights (constants) and the delegate blob of the tanh.
@@ -496,6 +615,7 @@ struct RawProgram {
   int32_t output = 1;
   uint8_t dtype = static_cast<uint8_t>(DType::kF32);
   int64_t dim = 2;
+  int64_t cond_branch = -1;  // >= 0: y = cond(x, method cond_branch, method cond_branch)(x)
 };
 
 std::vector<uint8_t> assemble(const RawProgram& r) {
@@ -509,8 +629,12 @@ std::vector<uint8_t> assemble(const RawProgram& r) {
       fb::CreateValueEntry(fbb, fb::Value::Tensor, y.Union())};
   std::vector<int32_t> ins = {r.input}, outs = {r.output};
   auto call = fb::CreateKernelCall(fbb, r.op, fbb.CreateVector(ins), 0, fbb.CreateVector(outs));
+  auto branch = static_cast<uint32_t>(r.cond_branch);
+  auto cond = fb::CreateCondCall(fbb, r.input, branch, branch, fbb.CreateVector(ins),
+                                 fbb.CreateVector(outs));
   std::vector<flatbuffers::Offset<fb::InstructionEntry>> instructions = {
-      fb::CreateInstructionEntry(fbb, fb::Instruction::KernelCall, call.Union())};
+      r.cond_branch < 0 ? fb::CreateInstructionEntry(fbb, fb::Instruction::KernelCall, call.Union())
+                        : fb::CreateInstructionEntry(fbb, fb::Instruction::CondCall, cond.Union())};
   std::vector<int32_t> in_list = {0}, out_list = {1};
   std::vector<flatbuffers::Offset<flatbuffers::String>> in_names = {fbb.CreateString("x")},
                                                         out_names = {fbb.CreateString("y")};
@@ -575,6 +699,11 @@ TEST(ProgramFileErrors, IndicesOpsAndDtypesInTheFlatbuffer) {
   EXPECT_EQ(load_error(assemble(writes_input)),
             "invalid program: method 'forward': instructions[0].outputs[0]: value 0 lives in input "
             "memory, which cannot be written by an instruction");
+  RawProgram calls_itself = ok;  // a branch must come after its caller: no call cycles
+  calls_itself.cond_branch = 0;
+  EXPECT_EQ(load_error(assemble(calls_itself)),
+            "invalid program: method 'forward': instructions[0]: branch method 0 is not after this "
+            "method (#0) in the program's 1 methods");
   RawProgram negative = ok;
   negative.dim = -4;
   EXPECT_EQ(load_error(assemble(negative)),

@@ -139,13 +139,23 @@ Result<std::vector<Tensor>> gather_inputs(const RunArgs& args, const Engine& eng
 // The interpreter over the model's IR (after the graph passes kiln compile runs, unless
 // --no-optimize), with the lowered modules of a delegated program (`kiln partition -o`) run by
 // their delegates.
-Result<Engine> interpreter_engine(const RunArgs& args) {
+// A model run in memory is imported for the inputs it is given: their sizes fix its symbolic input
+// dims (as ONNX Runtime runs a model on the shapes it is fed), unless --dim plans ranges for them.
+// Shape arithmetic then folds at import time, and with it the If branches that depend on shapes.
+OnnxImportOptions import_options(const RunArgs& args, const GivenInputs& given) {
+  OnnxImportOptions options;
+  if (!args.compile.dims.empty()) return options;
+  for (const auto& [name, t] : given) options.input_shapes[name] = t.shape();
+  return options;
+}
+
+Result<Engine> interpreter_engine(const RunArgs& args, const GivenInputs& given) {
   if (is_program_file(args.model)) {
     return invalid_argument("--interpreter runs a model's IR (.onnx or .kir); '{}' is a program file",
                             args.model);
   }
   auto program = std::make_shared<ExportedProgram>();
-  KILN_ASSIGN_OR_RETURN(*program, load_model(args.model));
+  KILN_ASSIGN_OR_RETURN(*program, load_model(args.model, import_options(args, given)));
   KILN_RETURN_IF_ERROR(optimize_for_interpreter(*program, args.compile));
   portable::InterpreterOptions options;
   options.num_threads = std::max(1, args.threads);
@@ -221,7 +231,7 @@ Result<Engine> runtime_engine(const RunArgs& args, const GivenInputs& given, boo
     auto cm = std::make_unique<CompiledMethod>();
     cm->name = "forward";
     cm->model = args.model;
-    KILN_ASSIGN_OR_RETURN(cm->program, load_model(args.model));
+    KILN_ASSIGN_OR_RETURN(cm->program, load_model(args.model, import_options(args, given)));
     KILN_RETURN_IF_ERROR(check_random_inputs(cm->program, given));
     auto dims = dims_of_inputs(cm->program, given);
     std::vector<std::unique_ptr<CompiledMethod>> methods;
@@ -272,7 +282,7 @@ Result<Engine> runtime_engine(const RunArgs& args, const GivenInputs& given, boo
 }
 
 Result<Engine> make_engine(const RunArgs& args, const GivenInputs& given, bool announce) {
-  return args.interpreter ? interpreter_engine(args) : runtime_engine(args, given, announce);
+  return args.interpreter ? interpreter_engine(args, given) : runtime_engine(args, given, announce);
 }
 
 std::string summarize(const Tensor& t) {

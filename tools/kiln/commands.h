@@ -4,13 +4,13 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <functional>
 #include <string>
 
 #include "kiln/core/file.h"
 #include "kiln/core/status.h"
 #include "kiln/ir/exported_program.h"
+#include "kiln/onnx/import.h"
 #include "kiln/runtime/program.h"
 
 namespace kiln::tool {
@@ -22,8 +22,9 @@ using CommandFn = std::function<Status()>;
 void add_command(CLI::App& app, const std::string& name, const std::string& description,
                  const std::function<CommandFn(CLI::App&)>& setup);
 
-/// Loads a model from a .kir or .onnx file (by extension), naming the file in errors.
-Result<ExportedProgram> load_model(const std::string& path);
+/// Loads a model from a .kir or .onnx file (by extension), naming the file in errors. `onnx`
+/// applies to an ONNX model only.
+Result<ExportedProgram> load_model(const std::string& path, const OnnxImportOptions& onnx = {});
 
 /// Whether `path` names a program file (.kpte).
 bool is_program_file(const std::string& path);

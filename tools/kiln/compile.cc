@@ -338,12 +338,22 @@ std::vector<InputSymbol> input_symbols(const ExportedProgram& program) {
 
 Result<Compiled> compile_models(const std::vector<std::pair<std::string, std::string>>& methods,
                                 const CompileArgs& args, std::ostream& log) {
+  // An ONNX model's dim planned for one size is that size from the start: its shape arithmetic
+  // folds at import (and with it the If branches that test shapes).
+  OnnxImportOptions import;
+  for (const std::string& d : args.dims) {
+    auto ranges = parse_dim_ranges(d);
+    if (!ranges.ok()) return ranges.status().with_context("--dim");
+    for (const auto& [sym, r] : *ranges) {
+      if (r.min == r.max) import.dim_values[sym] = r.min;
+    }
+  }
   std::vector<std::unique_ptr<CompiledMethod>> loaded;
   for (const auto& [name, model] : methods) {
     auto cm = std::make_unique<CompiledMethod>();
     cm->name = name;
     cm->model = model;
-    KILN_ASSIGN_OR_RETURN(cm->program, load_model(model));
+    KILN_ASSIGN_OR_RETURN(cm->program, load_model(model, import));
     loaded.push_back(std::move(cm));
   }
   return compile_programs(std::move(loaded), args, {}, log);

@@ -24,8 +24,8 @@ bool ends_with(std::string_view p, std::string_view suffix) {
 
 bool is_program_file(const std::string& path) { return ends_with(path, ".kpte"); }
 
-Result<ExportedProgram> load_model(const std::string& path) {
-  if (ends_with(path, ".onnx")) return import_onnx_file(path);
+Result<ExportedProgram> load_model(const std::string& path, const OnnxImportOptions& onnx) {
+  if (ends_with(path, ".onnx")) return import_onnx_file(path, onnx);
   if (is_program_file(path)) {
     return invalid_argument("'{}' is a compiled program file: run or inspect it; compile takes the "
                             "model it came from (.onnx or .kir)", path);

@@ -105,7 +105,18 @@ struct LoweredModule {
   std::vector<std::pair<std::string, std::string>> named_data;
 };
 
-/// A graph with its signature, constant store and lowered modules. Movable; owns everything.
+/// A graph a control-flow node runs: cond's branches, read by get_attr nodes. Its user inputs
+/// are the operands the node passes, its user outputs what the node returns.
+struct Subgraph {
+  std::string name;  ///< the get_attr target ("If_0_then")
+  /// Null when the branch cannot run on the program's shapes (an If branch written for another
+  /// input size); `error` then says why, and a run that takes the branch fails with it.
+  std::shared_ptr<ExportedProgram> program;
+  std::string error;
+};
+
+/// A graph with its signature, constant store, lowered modules and subgraphs. Movable; owns
+/// everything.
 class ExportedProgram {
  public:
   ExportedProgram();
@@ -122,6 +133,10 @@ class ExportedProgram {
   std::vector<LoweredModule>& lowered_modules() { return lowered_; }
   const std::vector<LoweredModule>& lowered_modules() const { return lowered_; }
   const LoweredModule* find_lowered_module(std::string_view name) const;
+  std::vector<Subgraph>& subgraphs() { return subgraphs_; }
+  const std::vector<Subgraph>& subgraphs() const { return subgraphs_; }
+  /// The subgraph named `name`, or null.
+  const Subgraph* find_subgraph(std::string_view name) const;
 
   // ---- Signature-keeping edits.
 
@@ -162,17 +177,22 @@ class ExportedProgram {
   /// graph().lint() plus signature checks: one input spec per placeholder in order, one output
   /// spec per returned value, every constant target present with the placeholder's spec,
   /// mutation targets valid, get_attr targets present, user input and user output names
-  /// non-empty and unique.
+  /// non-empty and unique; each subgraph's own lint, and each cond's operands and results
+  /// matching its branches' signatures.
   Status lint() const;
 
-  /// Deep copy: a new graph with the same nodes (by name), same signature; constants share bytes.
+  /// Deep copy: a new graph with the same nodes (by name), same signature, subgraphs copied
+  /// deeply too; constants share bytes.
   ExportedProgram clone() const;
 
  private:
+  Status lint_cond(const Node& n) const;
+
   std::unique_ptr<Graph> graph_;
   GraphSignature signature_;
   ConstantStore constants_;
   std::vector<LoweredModule> lowered_;
+  std::vector<Subgraph> subgraphs_;
   // find_lowered_module's index: name -> position of the first lowered_indexed_ modules, extended
   // when modules are appended and rebuilt when an entry went stale (lowered_modules() hands out
   // the vector itself), so programs with 100k delegates find modules in O(1).

@@ -18,6 +18,10 @@ struct OnnxImportOptions {
   /// Fixed sizes for symbolic input dims, keyed by dim_param (e.g. {"batch", 1}). Dims without a
   /// dim_param are named "batch" (dim 0) or "unk_N" and can be fixed by those names too.
   std::map<std::string, int64_t> dim_values;
+  /// Sizes of inputs by graph input name (what a run is given): each symbolic dim of a listed
+  /// input takes the size given there. A rank or a static dim that differs is an error naming
+  /// the input.
+  std::map<std::string, std::vector<int64_t>> input_shapes;
   /// Largest constant (in elements) the importer computes at import time; bigger ones stay ops.
   int64_t fold_limit = int64_t{1} << 20;
 };

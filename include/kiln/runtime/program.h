@@ -46,7 +46,7 @@ struct MethodInfo {
   std::string name;
   std::vector<ValueInfo> inputs, outputs;
   size_t values = 0;
-  size_t kernel_calls = 0, delegate_calls = 0, buffer_copies = 0;
+  size_t kernel_calls = 0, delegate_calls = 0, buffer_copies = 0, cond_calls = 0;
   std::vector<DelegateInfo> delegates;
   uint64_t arena_bytes = 0, arena_lower_bound = 0, arena_no_reuse = 0;
   std::vector<std::string> dynamic_dims;   ///< "batch in 1..8"
@@ -145,6 +145,13 @@ class Program : public std::enable_shared_from_this<Program> {
 
  private:
   explicit Program(std::unique_ptr<Impl> impl);
+  // load_method, sharing the branch methods already loaded for this call (by method index), so
+  // that conds calling one method many times load it once.
+  using LoadedBranches = std::map<uint32_t, std::shared_ptr<Method>>;
+  Result<std::unique_ptr<Method>> load_method(std::string_view name,
+                                              const BackendRegistry& backends,
+                                              const MethodOptions& options,
+                                              LoadedBranches& loaded) const;
   std::unique_ptr<Impl> impl_;
 };
 

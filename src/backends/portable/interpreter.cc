@@ -1,6 +1,7 @@
 #include "kiln/backends/portable/interpreter.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <unordered_map>
 
@@ -141,7 +142,7 @@ class PoolContext final : public KernelContext {
   MemoryStats stats_;
 };
 
-enum class StepKind : uint8_t { kKernel, kGetitem, kDelegate, kConstant };
+enum class StepKind : uint8_t { kKernel, kGetitem, kDelegate, kConstant, kCond };
 
 struct Step {
   StepKind kind = StepKind::kKernel;
@@ -151,7 +152,10 @@ struct Step {
   uint32_t source = 0;           // getitem: tuple node id
   int64_t index = 0;             // getitem: element
   std::string module;            // call_delegate: lowered module name
-  std::vector<uint32_t> operand_ids;  // call_delegate: tensor inputs
+  std::vector<uint32_t> operand_ids;         // call_delegate, cond: tensor inputs
+  uint32_t pred = 0;                         // cond: the predicate's node id
+  std::array<Interpreter*, 2> branches{};    // cond: the false and true branches' interpreters
+  std::array<std::string, 2> branch_errors;  // cond: why a branch (null) cannot run
   std::vector<uint32_t> release;  // values whose last use is this step
   bool returns_list = false;
 };
@@ -174,8 +178,10 @@ struct Interpreter::Impl {
   std::vector<OutputSpec> output_specs;
   std::vector<std::pair<uint32_t, std::string>> constant_inputs;  // placeholder id -> target
   std::vector<Tensor> kernel_out;
+  std::vector<std::unique_ptr<Interpreter>> subgraphs;  // cond branches, by subgraph
 
   Status prepare();
+  Status prepare_cond(const Node& n, Step& s);
   Status bind_inputs(std::span<const Tensor> inputs);
   Result<RunResult> execute();
   Status out_of_memory(const Node* n) const;
@@ -256,6 +262,9 @@ Status Interpreter::Impl::prepare() {
           }
           s.source = n->arg(0).node()->id();
           s.index = n->arg(1).to_int();
+        } else if (n->target() == OpId::kCond) {
+          s.kind = StepKind::kCond;
+          KILN_RETURN_IF_ERROR(prepare_cond(*n, s));
         } else if (n->target() == OpId::kCallDelegate) {
           s.kind = StepKind::kDelegate;
           s.returns_list = true;
@@ -298,6 +307,45 @@ Status Interpreter::Impl::prepare() {
   }
   for (size_t i = 0; i < output_ids.size(); ++i) {
     if (output_specs[i].kind == OutputKind::kUserOutput) output_names.push_back(output_specs[i].name);
+  }
+  return Status::Ok();
+}
+
+// A cond's branches get interpreters of their own (a subgraph two conds read is prepared once).
+Status Interpreter::Impl::prepare_cond(const Node& n, Step& s) {
+  s.returns_list = true;
+  if (n.num_args() < 3 || !n.arg(0).is_node()) {
+    return invalid_argument("node '{}' (cond): expected pred, true_branch and false_branch",
+                            n.name());
+  }
+  s.pred = n.arg(0).node()->id();
+  for (size_t b = 0; b < 2; ++b) {
+    const Arg& a = n.arg(b == 1 ? 1 : 2);
+    const Node* attr = a.is_node() ? a.node() : nullptr;
+    const Subgraph* sg = attr != nullptr ? program->find_subgraph(attr->target_name()) : nullptr;
+    if (sg == nullptr) {
+      return invalid_argument("node '{}' (cond): {} does not name a subgraph", n.name(),
+                              b == 1 ? "true_branch" : "false_branch");
+    }
+    if (sg->program == nullptr) {
+      s.branch_errors[b] = sg->error;
+      continue;
+    }
+    size_t index = static_cast<size_t>(sg - program->subgraphs().data());
+    subgraphs.resize(program->subgraphs().size());
+    if (subgraphs[index] == nullptr) {
+      auto interp = Interpreter::create(*sg->program, options);
+      if (!interp.ok()) return interp.status().with_context(fmt::format("subgraph '{}'", sg->name));
+      subgraphs[index] = std::move(interp).value();
+    }
+    s.branches[b] = subgraphs[index].get();
+  }
+  for (size_t i = 3; i < n.num_args(); ++i) {
+    const Arg& a = n.arg(i);
+    if (a.is_node()) s.operand_ids.push_back(a.node()->id());
+    if (a.is_node_list()) {
+      for (Node* m : a.nodes()) s.operand_ids.push_back(m->id());
+    }
   }
   return Status::Ok();
 }
@@ -370,6 +418,30 @@ Result<RunResult> Interpreter::Impl::execute() {
         auto outs = hook(s.module, ins);
         if (!outs.ok()) return outs.status().with_context(fmt::format("node '{}' (call_delegate '{}')", n->name(), s.module));
         tuples[n->id()] = std::move(outs).value();
+        break;
+      }
+      case StepKind::kCond: {
+        const Tensor& pred = single[s.pred];
+        if (pred.numel() != 1) {
+          return invalid_argument("node '{}' (cond): the predicate has {} elements, expected one",
+                                  n->name(), pred.numel());
+        }
+        bool taken = pred.scalar_at(0) != 0;
+        Interpreter* branch = s.branches[taken ? 1 : 0];
+        if (branch == nullptr) {
+          return invalid_argument(
+              "node '{}' (cond): the {} branch cannot run on this program's "
+              "shapes: {}",
+              n->name(), taken ? "true" : "false", s.branch_errors[taken ? 1 : 0]);
+        }
+        std::vector<Tensor> ins;
+        for (uint32_t id : s.operand_ids) ins.push_back(single[id]);
+        auto r = branch->run(ins);
+        if (!r.ok()) {
+          return r.status().with_context(
+              fmt::format("node '{}' (cond, {} branch)", n->name(), taken ? "true" : "false"));
+        }
+        tuples[n->id()] = std::move(r->outputs);
         break;
       }
       case StepKind::kKernel: {
