@@ -32,6 +32,22 @@ Status check_dynamic_shape(const std::vector<int64_t>& shape, const char* op, co
   return Status::Ok();
 }
 
+// One value of scalar integer tensor input `i` (i64, i32 or i16).
+Result<int64_t> int_scalar(const KernelArgs& args, size_t i, const char* op, const char* what) {
+  KILN_RETURN_IF_ERROR(need_tensor(args, i, op, what));
+  const Tensor& t = args.tensor(i);
+  if (t.numel() == 1) {
+    switch (t.dtype()) {
+      case DType::kI64: return t.data_as<int64_t>()[0];
+      case DType::kI32: return t.data_as<int32_t>()[0];
+      case DType::kI16: return t.data_as<int16_t>()[0];
+      default: break;
+    }
+  }
+  return invalid_argument("{}: '{}' is {}, expected one i64, i32 or i16 value", op, what,
+                          format_shape(t.dtype(), t.shape()));
+}
+
 }  // namespace
 
 Status dynamic_expand(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
@@ -97,22 +113,9 @@ Status dynamic_arange(KernelContext& ctx, const KernelArgs& args, std::vector<Te
     outputs->push_back(std::move(out));
     return Status::Ok();
   }
-  auto int_at = [&](size_t i) -> Result<int64_t> {
-    const Tensor& t = args.tensor(i);
-    switch (t.dtype()) {
-      case DType::kI64:
-        return t.data_as<int64_t>()[0];
-      case DType::kI32:
-        return t.data_as<int32_t>()[0];
-      case DType::kI16:
-        return t.data_as<int16_t>()[0];
-      default:
-        return unsupported("dynamic_arange: dtype {} is not supported", dtype_name(t.dtype()));
-    }
-  };
-  KILN_ASSIGN_OR_RETURN(int64_t start, int_at(0));
-  KILN_ASSIGN_OR_RETURN(int64_t end, int_at(1));
-  KILN_ASSIGN_OR_RETURN(int64_t step, int_at(2));
+  KILN_ASSIGN_OR_RETURN(int64_t start, int_scalar(args, 0, "dynamic_arange", "start"));
+  KILN_ASSIGN_OR_RETURN(int64_t end, int_scalar(args, 1, "dynamic_arange", "end"));
+  KILN_ASSIGN_OR_RETURN(int64_t step, int_scalar(args, 2, "dynamic_arange", "step"));
   if (step == 0) return invalid_argument("dynamic_arange: step is 0");
   // ceil((end - start) / step) without overflow: the span in 128 bits.
   const __int128 span = static_cast<__int128>(end) - start;
@@ -162,17 +165,6 @@ Status dynamic_reshape(KernelContext&, const KernelArgs& args, std::vector<Tenso
 }
 
 namespace {
-
-// One value of scalar integer tensor input `i`.
-Result<int64_t> int_scalar(const KernelArgs& args, size_t i, const char* op, const char* what) {
-  KILN_RETURN_IF_ERROR(need_tensor(args, i, op, what));
-  const Tensor& t = args.tensor(i);
-  if (t.numel() != 1 || (t.dtype() != DType::kI64 && t.dtype() != DType::kI32)) {
-    return invalid_argument("{}: '{}' is {}, expected one i64 or i32 value", op, what,
-                            format_shape(t.dtype(), t.shape()));
-  }
-  return t.dtype() == DType::kI64 ? t.data_as<int64_t>()[0] : t.data_as<int32_t>()[0];
-}
 
 // Axes read from input `i`, each wrapped into [0, rank); repeats are errors.
 Result<std::vector<int64_t>> axes_values(const KernelArgs& args, size_t i, int64_t rank,
@@ -306,15 +298,17 @@ Status dynamic_slice(KernelContext& ctx, const KernelArgs& args, std::vector<Ten
 Status dynamic_unsqueeze(KernelContext&, const KernelArgs& args, std::vector<Tensor>* outputs) {
   KILN_RETURN_IF_ERROR(need_tensor(args, 0, "dynamic_unsqueeze", "self"));
   const Tensor& x = args.tensor(0);
-  KILN_ASSIGN_OR_RETURN(auto raw, int_values(args, 1, "dynamic_unsqueeze", "axes"));
-  const int64_t rank = static_cast<int64_t>(x.rank() + raw.size());
+  KILN_RETURN_IF_ERROR(need_tensor(args, 1, "dynamic_unsqueeze", "axes"));
+  // The output rank: one new dim per axis (axes_values checks the axes against it).
+  const int64_t rank = static_cast<int64_t>(x.rank()) + args.tensor(1).numel();
   KILN_ASSIGN_OR_RETURN(auto axes, axes_values(args, 1, rank, "dynamic_unsqueeze"));
   std::vector<bool> unit(static_cast<size_t>(rank), false);
   for (int64_t a : axes) unit[static_cast<size_t>(a)] = true;
   std::vector<int64_t> shape;
   size_t next = 0;
-  for (int64_t d = 0; d < rank; ++d)
+  for (int64_t d = 0; d < rank; ++d) {
     shape.push_back(unit[static_cast<size_t>(d)] ? 1 : x.dim(next++));
+  }
   outputs->push_back(x.reshaped(std::move(shape)));
   return Status::Ok();
 }
