@@ -643,6 +643,21 @@ Status Importer::set_outputs(const onnx::GraphProto& g) {
   return program_.set_outputs(outs, std::move(specs));
 }
 
+// The nodes of graph `g` in topological order, each error naming its node; `g`'s outputs count as
+// read (a node computing one must compute it).
+Status Importer::convert_nodes(const onnx::GraphProto& g) {
+  for (const auto& o : g.output()) consumed_.insert(o.name());
+  KILN_ASSIGN_OR_RETURN(auto order, topo_order(g));
+  for (int i : order) {
+    const auto& n = g.node(i);
+    Status st = convert_node(n);
+    if (!st.ok()) {
+      return st.with_context(fmt::format("node '{}' ({})", node_display_name(n, i), n.op_type()));
+    }
+  }
+  return Status::Ok();
+}
+
 // The nodes of If branch `g`, converted in topological order after its initializers (copies: the
 // model stays intact) join the scope. ONNX names are unique across nested graphs, so
 // load_initializers and topo_order refuse a name that shadows an outer one.
@@ -655,16 +670,7 @@ Status Importer::convert_subgraph_nodes(const onnx::GraphProto& g) {
   *initializers.mutable_initializer() = g.initializer();
   *initializers.mutable_sparse_initializer() = g.sparse_initializer();
   KILN_RETURN_IF_ERROR(load_initializers(initializers));
-  for (const auto& o : g.output()) consumed_.insert(o.name());
-  KILN_ASSIGN_OR_RETURN(auto order, topo_order(g));
-  for (int i : order) {
-    const auto& n = g.node(i);
-    Status st = convert_node(n);
-    if (!st.ok()) {
-      return st.with_context(fmt::format("node '{}' ({})", node_display_name(n, i), n.op_type()));
-    }
-  }
-  return Status::Ok();
+  return convert_nodes(g);
 }
 
 Status Importer::inline_subgraph(const onnx::GraphProto& g) {
@@ -752,15 +758,7 @@ Result<ExportedProgram> Importer::run(onnx::ModelProto& model) {
   KILN_RETURN_IF_ERROR(check_supported(g));
   KILN_RETURN_IF_ERROR(load_initializers(*model.mutable_graph()));
   KILN_RETURN_IF_ERROR(add_inputs(g));
-  for (const auto& o : g.output()) consumed_.insert(o.name());
-  KILN_ASSIGN_OR_RETURN(auto order, topo_order(g));
-  for (int i : order) {
-    const auto& n = g.node(i);
-    Status st = convert_node(n);
-    if (!st.ok()) {
-      return st.with_context(fmt::format("node '{}' ({})", node_display_name(n, i), n.op_type()));
-    }
-  }
+  KILN_RETURN_IF_ERROR(convert_nodes(g));
   node_ = nullptr;
   KILN_RETURN_IF_ERROR(set_outputs(g));
   Status st = program_.lint();

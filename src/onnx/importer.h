@@ -158,6 +158,7 @@ class Importer {
   Status convert_node(const onnx::NodeProto& n);
   Result<bool> try_fold(const onnx::NodeProto& n);
   Status set_outputs(const onnx::GraphProto& g);
+  Status convert_nodes(const onnx::GraphProto& g);
   Status convert_subgraph_nodes(const onnx::GraphProto& g);
   Result<TensorSpec> spec_from_type(const onnx::TypeProto& type, const std::string& what);
   Value& value_for_output(size_t i);
