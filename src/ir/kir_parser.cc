@@ -419,8 +419,9 @@ Status Parser::parse_subgraph(int depth, const Token& name_tok, std::string name
   if (at_word("error")) {  // a branch that cannot run on the program's shapes: no program
     KILN_RETURN_IF_ERROR(advance());
     KILN_RETURN_IF_ERROR(expect(Tok::kEquals, "=", "after 'error'"));
-    if (!at(Tok::kString))
+    if (!at(Tok::kString)) {
       return err(cur_, "expected the error as a string, got {}", describe(cur_));
+    }
     std::string error(cur_.text);
     KILN_RETURN_IF_ERROR(advance());
     KILN_RETURN_IF_ERROR(expect(Tok::kRParen, ")", "after the error"));

@@ -228,6 +228,20 @@ TEST(KirParserErrors, GetAttrOfNothing) {
             "a constant, a lowered module nor a subgraph");
 }
 
+TEST(KirParserErrors, Subgraphs) {
+  std::string base = kBase;
+  EXPECT_EQ(error_of(base + "s = subgraph(error=\"\")\n"),
+            "model.kir:14:1: subgraph 's': the error is empty");
+  EXPECT_EQ(error_of(base + "s = subgraph(error=3)\n"),
+            "model.kir:14:20: expected the error as a string, got '3'");
+  EXPECT_EQ(error_of(base + "s = subgraph(error=\"x\")\ns = subgraph(error=\"y\")\n"),
+            "model.kir:15:1: duplicate module 's'");
+  EXPECT_EQ(error_of(base + "s = subgraph()\n"),
+            "model.kir:15:1: expected ':' after 'subgraph()', got end of input");
+  EXPECT_EQ(error_of(base + "s = subgraph():\nt = subgraph(error=\"x\")\n"),
+            "model.kir:15:1: expected the program of 's' indented under it, got 't'");
+}
+
 TEST(KirParserErrors, LoweredModules) {
   std::string base = kBase;
   EXPECT_EQ(error_of(base + "m = lowered(backend=x, bytes=2000000000)\n"),
