@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "kiln/ir/spec_match.h"
+
 namespace kiln {
 namespace {
 constexpr const char* kInputKindNames[] = {"user_input", "parameter", "buffer", "constant_tensor"};
@@ -72,6 +74,106 @@ const Subgraph* ExportedProgram::find_subgraph(std::string_view name) const {
   return nullptr;
 }
 
+namespace {
+
+// The specs of a control-flow node's tensor operands, from argument `first` on.
+Status operand_specs(const Node& n, size_t first, std::vector<const TensorSpec*>& out) {
+  for (size_t i = first; i < n.num_args(); ++i) {
+    const Arg& a = n.arg(i);
+    std::vector<const Node*> nodes;
+    if (a.is_node()) nodes.push_back(a.node());
+    if (a.is_node_list()) nodes.assign(a.nodes().begin(), a.nodes().end());
+    for (const Node* m : nodes) {
+      if (!m->has_spec()) {
+        return internal_error("lint: node '{}' ({}): operand '{}' has no spec", n.name(),
+                              op_name(n.target()), m->name());
+      }
+      out.push_back(&m->spec());
+    }
+  }
+  return Status::Ok();
+}
+
+std::string spec_text(const Node* n) { return n->has_spec() ? n->spec().to_string() : "unknown"; }
+
+}  // namespace
+
+// A loop reads a body whose user inputs are (iteration, condition, operands...) and whose user
+// outputs are (condition, carried..., scan elements...): the carried values keep their specs
+// through the body (a symbolic dim coming out may be the one going in: the run checks), and each
+// scan result is its element's spec under one more leading dim.
+Status ExportedProgram::lint_loop(const Node& n) const {
+  auto fail = [&](std::string_view what) {
+    return internal_error("lint: node '{}' (loop): {}", n.name(), what);
+  };
+  if (n.num_args() < 4 || n.arg(3).kind() != Arg::Kind::kInt) {
+    return fail("expected trip_count, cond, body and num_carried");
+  }
+  const Node* attr = n.arg(2).is_node() ? n.arg(2).node() : nullptr;
+  const Subgraph* sg = attr != nullptr && attr->op() == OpKind::kGetAttr
+                           ? find_subgraph(attr->target_name())
+                           : nullptr;
+  if (sg == nullptr || sg->program == nullptr) return fail("body does not name a subgraph");
+  std::vector<const TensorSpec*> operands;
+  KILN_RETURN_IF_ERROR(operand_specs(n, 4, operands));
+  int64_t carried = n.arg(3).to_int();
+  if (carried < 0 || static_cast<size_t>(carried) > operands.size()) {
+    return fail(fmt::format("num_carried is {} with {} operands", carried, operands.size()));
+  }
+  auto nc = static_cast<size_t>(carried);
+  std::vector<Node*> ins = sg->program->user_inputs();
+  std::vector<Node*> outs = sg->program->user_outputs();
+  if (ins.size() != operands.size() + 2) {
+    return fail(
+        fmt::format("body '{}' takes {} inputs, the loop passes {} (with the iteration and "
+                    "the condition)",
+                    sg->name, ins.size(), operands.size() + 2));
+  }
+  const TensorSpec scalar_i64(DType::kI64, {}), scalar_bool(DType::kBool, {});
+  if (!ins[0]->has_spec() || ins[0]->spec() != scalar_i64 || !ins[1]->has_spec() ||
+      ins[1]->spec() != scalar_bool) {
+    return fail(
+        fmt::format("body '{}' must take an i64[] iteration and a bool[] condition, it "
+                    "takes {} and {}",
+                    sg->name, spec_text(ins[0]), spec_text(ins[1])));
+  }
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (!ins[i + 2]->has_spec() || ins[i + 2]->spec() != *operands[i]) {
+      return fail(fmt::format("body '{}': input {} is {}, the operand is {}", sg->name, i + 2,
+                              spec_text(ins[i + 2]), operands[i]->to_string()));
+    }
+  }
+  if (outs.size() < nc + 1 || outs.size() - 1 != n.meta.val.size()) {
+    return fail(fmt::format("body '{}' returns {} values, the loop {} (and the condition)",
+                            sg->name, outs.size(), n.meta.val.size()));
+  }
+  if (!outs[0]->has_spec() || outs[0]->spec() != scalar_bool) {
+    return fail(fmt::format("body '{}' returns a {} condition, expected bool[]", sg->name,
+                            spec_text(outs[0])));
+  }
+  for (size_t i = 0; i < nc; ++i) {
+    if (!outs[i + 1]->has_spec() || !may_equal(outs[i + 1]->spec(), *operands[i]) ||
+        n.meta.val[i] != *operands[i]) {
+      return fail(fmt::format(
+          "carried value {} is {} going in, {} out of the body and {} out of "
+          "the loop",
+          i, operands[i]->to_string(), spec_text(outs[i + 1]), n.meta.val[i].to_string()));
+    }
+  }
+  for (size_t i = nc; i < n.meta.val.size(); ++i) {
+    const TensorSpec& r = n.meta.val[i];
+    const Node* e = outs[i + 1];
+    bool ok = e->has_spec() && r.dtype == e->spec().dtype &&
+              r.shape.size() == e->spec().shape.size() + 1 &&
+              std::equal(e->spec().shape.begin(), e->spec().shape.end(), r.shape.begin() + 1);
+    if (!ok) {
+      return fail(
+          fmt::format("scan output {} is {}, its element {}", i - nc, r.to_string(), spec_text(e)));
+    }
+  }
+  return Status::Ok();
+}
+
 // A cond reads two subgraphs whose user inputs take its operands and whose user outputs are its
 // results, spec for spec.
 Status ExportedProgram::lint_cond(const Node& n) const {
@@ -80,16 +182,7 @@ Status ExportedProgram::lint_cond(const Node& n) const {
   };
   if (n.num_args() < 3) return fail("expected pred, true_branch and false_branch");
   std::vector<const TensorSpec*> operands;
-  for (size_t i = 3; i < n.num_args(); ++i) {
-    const Arg& a = n.arg(i);
-    std::vector<const Node*> nodes;
-    if (a.is_node()) nodes.push_back(a.node());
-    if (a.is_node_list()) nodes.assign(a.nodes().begin(), a.nodes().end());
-    for (const Node* m : nodes) {
-      if (!m->has_spec()) return fail(fmt::format("operand '{}' has no spec", m->name()));
-      operands.push_back(&m->spec());
-    }
-  }
+  KILN_RETURN_IF_ERROR(operand_specs(n, 3, operands));
   for (size_t b = 1; b <= 2; ++b) {
     const Arg& a = n.arg(b);
     const Node* attr = a.is_node() ? a.node() : nullptr;
@@ -427,6 +520,7 @@ Status ExportedProgram::lint() const {
   }
   for (Node* n : graph_->nodes()) {
     if (n->is_call(OpId::kCond)) KILN_RETURN_IF_ERROR(lint_cond(*n));
+    if (n->is_call(OpId::kLoop)) KILN_RETURN_IF_ERROR(lint_loop(*n));
   }
   return Status::Ok();
 }

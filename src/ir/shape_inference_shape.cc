@@ -811,4 +811,100 @@ Status infer_dynamic_topk(const Node& node, SpecList* out) {
   return Status::Ok();
 }
 
+Status infer_dynamic_pad(const Node& node, SpecList* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  const TensorSpec& pads = arg_spec(node, 1);
+  std::vector<bool> padded(self.rank(), true);
+  const Arg& axes = node.kwarg("axes");
+  if (!axes.is_none()) {
+    padded.assign(self.rank(), false);
+    for (int64_t a : axes.to_ints()) {
+      int64_t d = 0;
+      KILN_RETURN_IF_ERROR(normalize_dim(a, self.rank(), "axes", &d));
+      padded[static_cast<size_t>(d)] = true;
+    }
+  }
+  const auto n = static_cast<int64_t>(std::count(padded.begin(), padded.end(), true));
+  if (!is_integral(pads.dtype) || pads.rank() != 1 ||
+      (pads.shape[0].is_static() && pads.shape[0].value() != 2 * n)) {
+    return invalid_argument(
+        "argument 'pads': got {}, expected {} integers (a begin and an end for "
+        "each padded dim)",
+        pads.to_string(), 2 * n);
+  }
+  if (const TensorSpec* v = opt_arg_spec(node, 2); v != nullptr && v->numel() != 1) {
+    return invalid_argument("argument 'value': got {}, expected one value", v->to_string());
+  }
+  Shape shape = self.shape;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (padded[d]) shape[d] = runtime_dim(node, d);
+  }
+  return single(out, self.dtype, std::move(shape));
+}
+
+Status infer_nonzero(const Node& node, SpecList* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  if (self.rank() == 0) {
+    return invalid_argument("argument 'self': got {}, expected rank >= 1", self.to_string());
+  }
+  return single(out, DType::kI64, {runtime_dim(node, 0), static_cast<int64_t>(self.rank())});
+}
+
+Status infer_non_max_suppression(const Node& node, SpecList* out) {
+  const TensorSpec& boxes = arg_spec(node, 0);
+  const TensorSpec& scores = arg_spec(node, 1);
+  if (boxes.rank() != 3 || boxes.shape[2] != Dim(4) || !is_floating(boxes.dtype)) {
+    return invalid_argument("argument 'boxes': got {}, expected [batch, boxes, 4] floats",
+                            boxes.to_string());
+  }
+  if (scores.rank() != 3 || scores.dtype != boxes.dtype) {
+    return invalid_argument(
+        "argument 'scores': got {}, expected [batch, classes, boxes] of the "
+        "boxes' dtype",
+        scores.to_string());
+  }
+  const Dim pairs[2][2] = {{boxes.shape[0], scores.shape[0]}, {boxes.shape[1], scores.shape[2]}};
+  for (const auto& p : pairs) {
+    if (p[0] != p[1] && p[0].is_static() && p[1].is_static()) {
+      return invalid_argument(
+          "argument 'scores': got {}, which differs from boxes {} in batch or "
+          "box count",
+          scores.to_string(), boxes.to_string());
+    }
+  }
+  for (size_t i = 2; i < 5; ++i) {
+    if (const TensorSpec* t = opt_arg_spec(node, i); t != nullptr && t->numel() != 1) {
+      return invalid_argument("argument '{}': got {}, expected one value", arg_name(node, i),
+                              t->to_string());
+    }
+  }
+  int64_t box = node.kwarg_int("center_point_box");
+  if (box != 0 && box != 1) {
+    return invalid_argument("argument 'center_point_box': got {}, expected 0 or 1", box);
+  }
+  return single(out, DType::kI64, {runtime_dim(node, 0), 3});
+}
+
+Status infer_unique(const Node& node, SpecList* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  const Arg& dim = node.kwarg("dim");
+  const Dim count = runtime_dim(node, 0);  // how many distinct values (or slices)
+  Shape values = {count};
+  Dim inverse = 1;
+  for (const Dim& d : self.shape) inverse = dim_mul(inverse, d);
+  if (!dim.is_none()) {
+    int64_t d = 0;
+    KILN_RETURN_IF_ERROR(normalize_dim(dim.to_int(), self.rank(), "dim", &d));
+    values = self.shape;
+    values[static_cast<size_t>(d)] = count;
+    inverse = self.shape[static_cast<size_t>(d)];
+  }
+  out->clear();
+  out->push_back(TensorSpec(self.dtype, values));
+  out->push_back(TensorSpec(DType::kI64, {count}));
+  out->push_back(TensorSpec(DType::kI64, {inverse}));
+  out->push_back(TensorSpec(DType::kI64, {count}));
+  return Status::Ok();
+}
+
 }  // namespace kiln::shape

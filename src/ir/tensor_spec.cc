@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "kiln/core/tensor.h"
+#include "kiln/ir/spec_match.h"
 
 namespace kiln {
 namespace {
@@ -114,6 +115,18 @@ std::string TensorSpec::to_string() const {
   }
   out += ']';
   return out;
+}
+
+}  // namespace kiln
+
+namespace kiln {
+
+bool may_equal(const TensorSpec& a, const TensorSpec& b) {
+  if (a.dtype != b.dtype || a.shape.size() != b.shape.size()) return false;
+  for (size_t i = 0; i < a.shape.size(); ++i) {
+    if (a.shape[i] != b.shape[i] && a.shape[i].is_static() && b.shape[i].is_static()) return false;
+  }
+  return true;
 }
 
 }  // namespace kiln

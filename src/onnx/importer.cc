@@ -658,14 +658,10 @@ Status Importer::convert_nodes(const onnx::GraphProto& g) {
   return Status::Ok();
 }
 
-// The nodes of If branch `g`, converted in topological order after its initializers (copies: the
-// model stays intact) join the scope. ONNX names are unique across nested graphs, so
-// load_initializers and topo_order refuse a name that shadows an outer one.
+// The nodes of subgraph `g` (an If branch, a Loop body), converted in topological order after its
+// initializers (copies: the model stays intact) join the scope. ONNX names are unique across nested
+// graphs, so load_initializers and topo_order refuse a name that shadows an outer one.
 Status Importer::convert_subgraph_nodes(const onnx::GraphProto& g) {
-  if (g.input_size() != 0) {
-    return invalid_argument("subgraph '{}' takes {} inputs; an If branch takes none", g.name(),
-                            g.input_size());
-  }
   onnx::GraphProto initializers;
   *initializers.mutable_initializer() = g.initializer();
   *initializers.mutable_sparse_initializer() = g.sparse_initializer();
@@ -674,6 +670,10 @@ Status Importer::convert_subgraph_nodes(const onnx::GraphProto& g) {
 }
 
 Status Importer::inline_subgraph(const onnx::GraphProto& g) {
+  if (g.input_size() != 0) {
+    return invalid_argument("subgraph '{}' takes {} inputs; an If branch takes none", g.name(),
+                            g.input_size());
+  }
   const onnx::NodeProto* outer = node_;
   const std::string outer_label = node_label_;
   KILN_RETURN_IF_ERROR(convert_subgraph_nodes(g));
@@ -683,9 +683,24 @@ Status Importer::inline_subgraph(const onnx::GraphProto& g) {
 }
 
 Result<std::shared_ptr<ExportedProgram>> Importer::import_subgraph(
-    const onnx::GraphProto& g, const std::vector<std::string>& operands) {
+    const onnx::GraphProto& g, const std::vector<TensorSpec>& formals,
+    const std::vector<std::string>& operands) {
+  if (static_cast<size_t>(g.input_size()) != formals.size()) {
+    return invalid_argument("the graph takes {} inputs, expected {}", g.input_size(),
+                            formals.size());
+  }
   Importer child(options_, base_dir_);
   child.opset_ = opset_;
+  for (size_t i = 0; i < formals.size(); ++i) {
+    const std::string& name = g.input(static_cast<int>(i)).name();
+    if (name.empty() || child.values_.count(name)) {
+      return invalid_argument("graph input {} has no name or a name used before", i);
+    }
+    Node* n = child.program_.add_user_input(child.unique_name(name), formals[i], name);
+    Value& v = child.values_[name];
+    v.onnx_name = name;
+    v.node = n;
+  }
   for (const std::string& name : operands) {
     auto it = values_.find(name);
     if (it == values_.end() || it->second.node == nullptr || !it->second.node->has_spec()) {

@@ -58,7 +58,7 @@ std::span<const OpEntry> shape_ops();        // ops_shape.cc
 std::span<const OpEntry> quant_ops();        // ops_quant.cc
 std::span<const OpEntry> sequence_ops();     // ops_sequence.cc
 std::span<const OpEntry> training_ops();     // ops_training.cc (ai.onnx.preview.training)
-std::span<const OpEntry> control_ops();      // ops_control.cc (If)
+std::span<const OpEntry> control_ops();      // ops_control.cc (If, Loop, Scan)
 
 /// Imports one ModelProto. Not reusable: one Importer per model.
 class Importer {
@@ -124,11 +124,13 @@ class Importer {
   /// scope, as if they were the enclosing graph's: afterwards its outputs' values are found by
   /// name with `value_of`. The current node stays the same.
   [[nodiscard]] Status inline_subgraph(const onnx::GraphProto& g);
-  /// Imports subgraph `g` (an If branch) as a program of its own. `operands` (values of the
-  /// enclosing scope computed at run time) become its user inputs, in order; the enclosing
-  /// scope's constants and shape arithmetic it reads are copied in, so they still fold there.
+  /// Imports subgraph `g` (an If branch, a Loop body) as a program of its own. Its user inputs
+  /// are `g`'s inputs, of specs `formals`, then `operands` (values of the enclosing scope
+  /// computed at run time), in order; the enclosing scope's constants and shape arithmetic it
+  /// reads are copied in, so they still fold there.
   [[nodiscard]] Result<std::shared_ptr<ExportedProgram>> import_subgraph(
-      const onnx::GraphProto& g, const std::vector<std::string>& operands);
+      const onnx::GraphProto& g, const std::vector<TensorSpec>& formals,
+      const std::vector<std::string>& operands);
   /// The value named `name` (an output of an inlined subgraph), or an error.
   [[nodiscard]] Result<const Value*> value_of(const std::string& name) const;
 

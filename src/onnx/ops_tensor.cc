@@ -1,6 +1,7 @@
 // Shape and data-movement ONNX ops: Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Concat,
 // Split, Slice, Gather, Expand, Pad, reductions, ArgMax, CumSum, scatters and ND gathers, OneHot,
-// EyeLike.
+// EyeLike, and the ops whose output size depends on values (NonZero, Compress, NonMaxSuppression,
+// Unique).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -290,10 +291,49 @@ Status convert_concat(Importer& im) {
   return forward(im, y);
 }
 
+// Split by sizes the model computes: output k is the slice between the running sums of the
+// sizes before it and through it, read when the program runs.
+Status runtime_split(Importer& im, int64_t axis) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec ss, im.input_spec(1));
+  const size_t n = im.num_outputs();
+  if (ss.rank() != 1 || ss.shape[0] != Dim(static_cast<int64_t>(n)) || !is_integral(ss.dtype)) {
+    return invalid_argument("input 'split' is {}, expected {} integers (one per output)",
+                            ss.to_string(), n);
+  }
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * sizes, im.input(1));
+  if (ss.dtype != DType::kI64) {
+    KILN_ASSIGN_OR_RETURN(sizes, im.call(OpId::kCast, {sizes}, {{"dtype", DType::kI64}}));
+  }
+  KILN_ASSIGN_OR_RETURN(Node * ends, im.call(OpId::kCumsum, {sizes}, {{"dim", int64_t{0}}}));
+  auto ints = [&](int64_t v, const std::string& hint) {
+    Tensor t(DType::kI64, {1});
+    t.set_scalar_at(0, static_cast<double>(v));
+    return im.constant_node(std::move(t), hint);
+  };
+  const std::string& base = im.node().output(0);
+  Node* axes = ints(axis, base + "_axes");
+  Node* steps = ints(1, base + "_steps");
+  Node* start = ints(0, base + "_start");
+  for (size_t k = 0; k < n; ++k) {
+    KILN_ASSIGN_OR_RETURN(Node * end, im.call(OpId::kSlice, {ends},
+                                              {{"dim", int64_t{0}},
+                                               {"start", static_cast<int64_t>(k)},
+                                               {"end", static_cast<int64_t>(k + 1)}}));
+    KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kDynamicSlice, {x, start, end, axes, steps}));
+    im.set_output(k, y);
+    start = end;
+  }
+  return Status::Ok();
+}
+
 Status convert_split(Importer& im) {
   KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
   KILN_ASSIGN_OR_RETURN(int64_t axis, im.attr_int("axis", 0));
   KILN_RETURN_IF_ERROR(normalize_axis(&axis, xs.rank(), "attribute 'axis'"));
+  if (im.opset() >= 13 && im.has_input(1) && im.is_runtime_input(1)) {
+    return runtime_split(im, axis);
+  }
   KILN_ASSIGN_OR_RETURN(auto sizes, im.axes_attr_or_input("split", 1, 13));
   size_t n = im.num_outputs();
   if (n == 0) return invalid_argument("no outputs");
@@ -500,13 +540,36 @@ Status convert_expand(Importer& im) {
 Status convert_pad(Importer& im) {
   KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
   KILN_ASSIGN_OR_RETURN(std::string mode, im.attr_str("mode", "constant"));
-  KILN_ASSIGN_OR_RETURN(auto pads, im.require_ints(1, "input 'pads'"));
+  std::string kmode;
+  if (mode == "constant")
+    kmode = "constant";
+  else if (mode == "reflect")
+    kmode = "reflect";
+  else if (mode == "edge")
+    kmode = "replicate";
+  else if (mode == "wrap")
+    kmode = "circular";
+  else
+    return invalid_argument("attribute 'mode': unknown value '{}'", mode);
   std::vector<int64_t> axes(r);
   std::iota(axes.begin(), axes.end(), 0);
   if (im.has_input(3)) {
     KILN_ASSIGN_OR_RETURN(axes, im.require_ints(3, "input 'axes'"));
     for (int64_t& a : axes) KILN_RETURN_IF_ERROR(normalize_axis(&a, r, "input 'axes'"));
   }
+  // Pads or a value the model computes: read when the program runs.
+  if (im.is_runtime_input(1) || (im.has_input(2) && im.is_runtime_input(2))) {
+    KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+    KILN_ASSIGN_OR_RETURN(Node * pads, im.input(1));
+    Arg value;
+    if (im.has_input(2)) {
+      KILN_ASSIGN_OR_RETURN(value, im.input(2));
+    }
+    KILN_ASSIGN_OR_RETURN(
+        Node * y, im.call(OpId::kDynamicPad, {x, pads, value}, {{"axes", axes}, {"mode", kmode}}));
+    return forward(im, y);
+  }
+  KILN_ASSIGN_OR_RETURN(auto pads, im.require_ints(1, "input 'pads'"));
   if (pads.size() != 2 * axes.size()) {
     return invalid_argument("input 'pads' has {} values, expected {}", pads.size(), 2 * axes.size());
   }
@@ -522,12 +585,6 @@ Status convert_pad(Importer& im) {
     if (v.numel() != 1) return invalid_argument("input 'constant_value' must be a scalar");
     value = fold::get_f64(v, 0);
   }
-  std::string kmode;
-  if (mode == "constant") kmode = "constant";
-  else if (mode == "reflect") kmode = "reflect";
-  else if (mode == "edge") kmode = "replicate";
-  else if (mode == "wrap") kmode = "circular";
-  else return invalid_argument("attribute 'mode': unknown value '{}'", mode);
   // torch's pad list runs from the last dim backwards and may stop before the first dims.
   size_t first = r;
   for (size_t d = 0; d < r; ++d) {
@@ -739,20 +796,51 @@ Status convert_gather_nd(Importer& im) {
 // elsewhere; indices out of [-depth, depth) hit nothing. Float indices truncate to integers.
 Status convert_one_hot(Importer& im) {
   KILN_ASSIGN_OR_RETURN(TensorSpec is, im.input_spec(0));
-  KILN_ASSIGN_OR_RETURN(Tensor depth_t, im.require_const(1, "input 'depth'"));
-  if (depth_t.numel() != 1)
-    return invalid_argument("input 'depth' has {} values, expected one", depth_t.numel());
-  const double depth_v = depth_t.scalar_at(0);
-  if (!(depth_v >= 1) || depth_v > static_cast<double>(int64_t{1} << 31)) {
-    return invalid_argument("input 'depth' is {}, expected a positive size", depth_v);
+  KILN_ASSIGN_OR_RETURN(TensorSpec ds, im.input_spec(1));
+  if (ds.rank() > 1 || ds.numel() != 1) {
+    return invalid_argument("input 'depth' is {}, expected one value", ds.to_string());
   }
-  const int64_t depth = static_cast<int64_t>(depth_v);
+  KILN_ASSIGN_OR_RETURN(int64_t axis, im.attr_int("axis", -1));
+  KILN_RETURN_IF_ERROR(normalize_axis(&axis, is.rank() + 1, "attribute 'axis'"));
+  // The depth as an i64 scalar (a number when known at import) and the positions 0..depth-1
+  // along the new axis, broadcasting over the `trailing` dims after it.
+  const size_t trailing = is.rank() - static_cast<size_t>(axis);
+  Arg depth;
+  Node* positions = nullptr;
+  if (const Tensor* d = im.const_input(1)) {
+    const double depth_v = d->scalar_at(0);
+    if (!(depth_v >= 1) || depth_v > static_cast<double>(int64_t{1} << 31)) {
+      return invalid_argument("input 'depth' is {}, expected a positive size", depth_v);
+    }
+    depth = static_cast<int64_t>(depth_v);
+    std::vector<int64_t> shape(trailing + 1, 1);
+    shape[0] = depth.to_int();
+    Tensor p(DType::kI64, shape);
+    for (int64_t i = 0; i < depth.to_int(); ++i) p.mutable_data_as<int64_t>()[i] = i;
+    positions = im.constant_node(std::move(p), "positions");
+  } else {  // computed when the model runs: positions from a run-time arange
+    KILN_ASSIGN_OR_RETURN(Node * n, im.input(1));
+    KILN_ASSIGN_OR_RETURN(n, im.call(OpId::kReshape, {n}, {{"shape", std::vector<int64_t>{}}}));
+    if (ds.dtype != DType::kI64) {
+      KILN_ASSIGN_OR_RETURN(n, im.call(OpId::kCast, {n}, {{"dtype", DType::kI64}}));
+    }
+    depth = n;
+    auto scalar = [&](int64_t v, const char* hint) {
+      Tensor t(DType::kI64, {});
+      t.set_scalar_at(0, static_cast<double>(v));
+      return im.constant_node(std::move(t), hint);
+    };
+    KILN_ASSIGN_OR_RETURN(positions,
+                          im.call(OpId::kDynamicArange, {scalar(0, "zero"), n, scalar(1, "one")}));
+    for (size_t d = 0; d < trailing; ++d) {
+      KILN_ASSIGN_OR_RETURN(positions,
+                            im.call(OpId::kUnsqueeze, {positions}, {{"dim", int64_t{-1}}}));
+    }
+  }
   KILN_ASSIGN_OR_RETURN(TensorSpec vs, im.input_spec(2));
   if (vs.rank() != 1 || !(vs.shape[0].is_static() && vs.shape[0].value() == 2)) {
     return invalid_argument("input 'values' is {}, expected [off, on]", vs.to_string());
   }
-  KILN_ASSIGN_OR_RETURN(int64_t axis, im.attr_int("axis", -1));
-  KILN_RETURN_IF_ERROR(normalize_axis(&axis, is.rank() + 1, "attribute 'axis'"));
   KILN_ASSIGN_OR_RETURN(Node * index, im.input(0));
   if (is.dtype != DType::kI64) {
     KILN_ASSIGN_OR_RETURN(index, im.call(OpId::kCast, {index}, {{"dtype", DType::kI64}}));
@@ -761,13 +849,7 @@ Status convert_one_hot(Importer& im) {
   KILN_ASSIGN_OR_RETURN(Node * shifted, im.call(OpId::kAdd, {index, depth}));
   KILN_ASSIGN_OR_RETURN(index, im.call(OpId::kWhere, {negative, shifted, index}));
   KILN_ASSIGN_OR_RETURN(index, im.call(OpId::kUnsqueeze, {index}, {{"dim", axis}}));
-  // Positions 0..depth-1 along the new axis, broadcasting over the dims after it.
-  std::vector<int64_t> shape(is.rank() + 1 - static_cast<size_t>(axis), 1);
-  shape[0] = depth;
-  Tensor positions(DType::kI64, shape);
-  for (int64_t i = 0; i < depth; ++i) positions.mutable_data_as<int64_t>()[i] = i;
-  KILN_ASSIGN_OR_RETURN(
-      Node * hit, im.call(OpId::kEq, {index, im.constant_node(std::move(positions), "positions")}));
+  KILN_ASSIGN_OR_RETURN(Node * hit, im.call(OpId::kEq, {index, positions}));
   KILN_ASSIGN_OR_RETURN(Node * values, im.input(2));
   KILN_ASSIGN_OR_RETURN(
       Node * off, im.call(OpId::kSelect, {values}, {{"dim", int64_t{0}}, {"index", int64_t{0}}}));
@@ -894,7 +976,77 @@ Status convert_tile(Importer& im) {
   return forward(im, y);
 }
 
+// NonZero: torch's nonzero ([n, rank]) transposed to ONNX's [rank, n].
+Status convert_non_zero(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kNonzero, {x}));
+  KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kPermute, {y}, {{"dims", std::vector<int64_t>{1, 0}}}));
+  return forward(im, y);
+}
+
+// Compress: the slices along `axis` (of the flattened input without one) where the 1-D
+// condition is true, gathered by the condition's non-zero positions.
+Status convert_compress(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(TensorSpec cs, im.input_spec(1));
+  if (cs.rank() != 1) {
+    return invalid_argument("input 'condition' is {}, expected a 1-D tensor", cs.to_string());
+  }
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  int64_t axis = 0;
+  if (im.has_attr("axis")) {
+    KILN_ASSIGN_OR_RETURN(axis, im.attr_int("axis", 0));
+    KILN_RETURN_IF_ERROR(normalize_axis(&axis, xs.rank(), "attribute 'axis'"));
+  } else if (xs.rank() != 1) {
+    KILN_ASSIGN_OR_RETURN(x, im.call(OpId::kFlatten, {x}));
+  }
+  KILN_ASSIGN_OR_RETURN(Node * c, im.input(1));
+  KILN_ASSIGN_OR_RETURN(Node * hits, im.call(OpId::kNonzero, {c}));
+  KILN_ASSIGN_OR_RETURN(
+      hits, im.call(OpId::kSelect, {hits}, {{"dim", int64_t{1}}, {"index", int64_t{0}}}));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kIndexSelect, {x, hits}, {{"dim", axis}}));
+  return forward(im, y);
+}
+
+Status convert_non_max_suppression(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(int64_t center, im.attr_int("center_point_box", 0));
+  std::vector<Arg> args;
+  for (size_t i = 0; i < 5; ++i) {
+    if (!im.has_input(i)) {
+      args.emplace_back();
+      continue;
+    }
+    KILN_ASSIGN_OR_RETURN(Node * v, im.input(i));
+    args.emplace_back(v);
+  }
+  KILN_ASSIGN_OR_RETURN(
+      Node * y, im.call(OpId::kNonMaxSuppression, std::move(args), {{"center_point_box", center}}));
+  return forward(im, y);
+}
+
+// Unique: values, first indices, inverse indices and counts, as the node lists them.
+Status convert_unique(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(int64_t sorted, im.attr_int("sorted", 1));
+  Arg dim;
+  if (im.has_attr("axis")) {
+    KILN_ASSIGN_OR_RETURN(int64_t axis, im.attr_int("axis", 0));
+    dim = axis;
+  }
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * u,
+                        im.call(OpId::kUnique, {x}, {{"sorted", sorted != 0}, {"dim", dim}}));
+  for (size_t i = 0; i < im.num_outputs() && i < 4; ++i) {
+    KILN_ASSIGN_OR_RETURN(Node * item, im.call(OpId::kGetitem, {u, static_cast<int64_t>(i)}));
+    im.set_output(i, item);
+  }
+  return Status::Ok();
+}
+
 constexpr OpEntry kTensorOps[] = {
+    {"NonZero", convert_non_zero},
+    {"Compress", convert_compress},
+    {"NonMaxSuppression", convert_non_max_suppression},
+    {"Unique", convert_unique},
     {"Tile", convert_tile},
     {"Flatten", convert_flatten},
     {"Reshape", convert_reshape},

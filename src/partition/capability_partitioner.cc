@@ -208,8 +208,9 @@ Proposal propose_partitions(const ExportedProgram& program, const OperatorSuppor
       reject(n, fmt::format("it is already tagged '{}'", n->meta.delegation_tag));
       continue;
     }
-    if (n->is_call(OpId::kCond)) {  // one unit: its branches are programs of their own
-      reject(n, "control flow (cond) runs its branches on the CPU");
+    if (n->is_call(OpId::kCond) || n->is_call(OpId::kLoop)) {  // its subgraphs are programs
+      reject(n,
+             fmt::format("control flow ({}) runs its subgraphs on the CPU", op_name(n->target())));
       continue;
     }
     cand[i] = support.is_node_supported(program, *n).supported;

@@ -16,6 +16,7 @@ bool keeps(const Node* n) {
     case OpId::kDequantizePerChannel:
     case OpId::kCallDelegate:
     case OpId::kCond:
+    case OpId::kLoop:
     case OpId::kGetitem:
     case OpId::kContextLoader: return true;
     default: return false;

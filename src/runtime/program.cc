@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "../backends/portable/thread_pool.h"
+#include "kiln/backends/portable/control_flow.h"
 #include "kiln/core/file.h"
 #include "kiln/core/memory.h"
 #include "kiln/runtime/program_format.h"
@@ -515,6 +516,34 @@ Status Program::Impl::check_method(const fb::Method* m, uint32_t index) const {
                                          bm->name()->string_view(), bin, bout, in, out));
         }
       }
+    } else if (const fb::LoopCall* c = e->instruction_as_LoopCall()) {
+      for (int32_t v : {c->trip_count(), c->cond()}) {
+        if (v != -1)
+          KILN_RETURN_IF_ERROR(tensor_home({}, "an input")(v, field + ".trip_count/cond"));
+      }
+      KILN_RETURN_IF_ERROR(check_list(c->inputs(), field + ".inputs", tensor_home({}, "an input")));
+      KILN_RETURN_IF_ERROR(check_list(c->outputs(), field + ".outputs", written));
+      const uint32_t nmethods = root->methods()->size();
+      uint32_t b = c->body();
+      if (b <= index || b >= nmethods) {  // after its caller, as a cond's branches
+        return bad_program(where(field),
+                           fmt::format("body method {} is not after this method (#{}) "
+                                       "in the program's {} methods",
+                                       b, index, nmethods));
+      }
+      const fb::Method* bm = root->methods()->Get(b);
+      size_t bin = bm->inputs() ? bm->inputs()->size() : 0;
+      size_t bout = bm->outputs() ? bm->outputs()->size() : 0;
+      size_t in = c->inputs() ? c->inputs()->size() : 0,
+             out = c->outputs() ? c->outputs()->size() : 0;
+      if (c->num_carried() > in || c->num_carried() > out || bin != in + 2 || bout != out + 1) {
+        return bad_program(
+            where(field),
+            fmt::format("body method '{}' takes {} inputs and returns {} outputs; "
+                        "the loop passes {} (and the iteration and condition), "
+                        "expects {} (and the condition) and carries {}",
+                        bm->name()->string_view(), bin, bout, in, out, c->num_carried()));
+      }
     } else {
       return bad_program(where(field), "unknown instruction");
     }
@@ -602,6 +631,9 @@ Result<MethodInfo> Program::method_info(std::string_view name) const {
       case fb::Instruction::CondCall:
         ++info.cond_calls;
         break;
+      case fb::Instruction::LoopCall:
+        ++info.loop_calls;
+        break;
       default: break;
     }
   }
@@ -643,7 +675,7 @@ Result<MethodInfo> Program::method_info(std::string_view name) const {
 
 namespace {
 
-enum class Kind : uint8_t { kKernel, kDelegate, kCopy, kCond };
+enum class Kind : uint8_t { kKernel, kDelegate, kCopy, kCond, kLoop };
 
 struct Step {
   Kind kind = Kind::kKernel;
@@ -654,9 +686,13 @@ struct Step {
   std::vector<int32_t> inputs;   // delegate inputs
   std::vector<int32_t> outputs;
   size_t delegate = 0;
-  int32_t src = -1, dst = -1;                       // copy; cond: src is the predicate
-  std::array<std::shared_ptr<Method>, 2> branches;  // cond: the false and true branches
+  int32_t src = -1, dst = -1;                       // copy; cond: src is the predicate; loop:
+                                                    // the trip count and condition (-1: none)
+  std::array<std::shared_ptr<Method>, 2> branches;  // cond: the false and true branches; loop:
+                                                    // the body
   std::array<std::string, 2> branch_errors;         // cond: why a branch (null) cannot run
+  size_t num_carried = 0;                           // loop
+  std::vector<portable::ScanElement> scan;          // loop: its scan outputs with no iteration
 };
 
 // Hands a kernel its instruction's planned output memory, in order; anything else comes from
@@ -978,6 +1014,32 @@ Result<std::unique_ptr<Method>> Program::load_method(std::string_view name,
         }
         s.branches[b] = branch;
       }
+    } else if (const fb::LoopCall* c = e->instruction_as_LoopCall()) {
+      s.kind = Kind::kLoop;
+      s.what = fmt::format("node '{}' (loop)", c->name() ? c->name()->string_view() : "?");
+      s.src = c->trip_count();
+      s.dst = c->cond();
+      s.num_carried = c->num_carried();
+      if (c->inputs()) s.inputs.assign(c->inputs()->begin(), c->inputs()->end());
+      if (c->outputs()) s.outputs.assign(c->outputs()->begin(), c->outputs()->end());
+      for (size_t k = s.num_carried; k < s.outputs.size(); ++k) {
+        // A loop that runs no iteration: the element's static dims, a symbolic one as 0.
+        const fb::Tensor* t = mi->slots[static_cast<size_t>(s.outputs[k])].tensor;
+        portable::ScanElement e{mi->slots[static_cast<size_t>(s.outputs[k])].dtype, {}};
+        for (uint32_t d = 1; t != nullptr && t->dims() && d < t->dims()->size(); ++d) {
+          const fb::Dim* dim = t->dims()->Get(d);
+          e.shape.push_back(dim->symbol() < 0 ? std::max<int64_t>(dim->size(), 0) : 0);
+        }
+        s.scan.push_back(std::move(e));
+      }
+      std::shared_ptr<Method>& body = loaded[c->body()];
+      if (body == nullptr) {
+        const fb::Method* bm = impl_->root->methods()->Get(c->body());
+        auto r = load_method(bm->name()->string_view(), registry, options, loaded);
+        if (!r.ok()) return r.status().with_context(fmt::format("method '{}': {}", name, s.what));
+        body = std::move(r).value();
+      }
+      s.branches[0] = body;
     }
     mi->steps.push_back(std::move(s));
   }
@@ -1012,7 +1074,7 @@ Result<std::unique_ptr<Method>> Program::load_method(std::string_view name,
     for (const Step& s : mi->steps) {
       std::string op = s.kind == Kind::kKernel ? std::string(s.op)
                        : s.kind == Kind::kCopy ? "copy"
-                       : s.kind == Kind::kCond
+                       : s.kind == Kind::kCond || s.kind == Kind::kLoop
                            ? s.what
                            : fmt::format("delegate {} ({})", mi->delegate_names[s.delegate],
                                          mi->backends[s.delegate]->id());
@@ -1174,6 +1236,29 @@ Result<std::vector<Tensor>> Method::execute(std::span<const Tensor> inputs) {
               fmt::format("method '{}': {}, {} branch", mi.name, s.what, taken ? "true" : "false"));
         }
         KILN_RETURN_IF_ERROR(mi.place_outputs(s, *outs, s.what));
+        break;
+      }
+      case Kind::kLoop: {
+        auto value = [&](int32_t v) {
+          return v < 0 ? nullptr : &mi.values[static_cast<size_t>(v)];
+        };
+        std::vector<Tensor> ins;
+        ins.reserve(s.inputs.size());
+        for (int32_t v : s.inputs) ins.push_back(mi.values[static_cast<size_t>(v)]);
+        Method* body = s.branches[0].get();
+        std::vector<Tensor> outs;
+        mi.ctx->begin(nullptr);
+        try {
+          auto r = portable::run_loop(
+              *mi.ctx, value(s.src), value(s.dst), ins, s.num_carried, s.scan,
+              [body](const std::vector<Tensor>& in) { return body->execute(in); });
+          if (!r.ok())
+            return r.status().with_context(fmt::format("method '{}': {}", mi.name, s.what));
+          outs = std::move(r).value();
+        } catch (const std::bad_alloc&) {
+          return mi.out_of_memory(s.what);
+        }
+        KILN_RETURN_IF_ERROR(mi.place_outputs(s, outs, s.what));
         break;
       }
       case Kind::kCopy: {

@@ -450,8 +450,45 @@ class MethodWriter {
       branch[b] = it->second;
     }
     KILN_ASSIGN_OR_RETURN(int32_t pred, value_of(n, n->arg(0).node()));
+    KILN_ASSIGN_OR_RETURN(std::vector<int32_t> ins, operand_values(n, 3));
+    add(fb::Instruction::CondCall,
+        fb::CreateCondCall(fbb_, pred, branch[0], branch[1], fbb_.CreateVector(ins),
+                           fbb_.CreateVector(outputs_of(n)), fbb_.CreateString(n->name()),
+                           errors[0], errors[1])
+            .Union());
+    return Status::Ok();
+  }
+
+  // A loop: a LoopCall running the method its body was written as.
+  Status write_loop(const Node* n) {
+    const Arg* body = n->num_args() >= 4 ? &n->arg(2) : nullptr;
+    const Subgraph* sg =
+        body != nullptr && body->is_node() && body->node()->op() == OpKind::kGetAttr
+            ? program_.find_subgraph(body->node()->target_name())
+            : nullptr;
+    auto it = sg == nullptr ? method_index_.end() : method_index_.find(sg->program.get());
+    if (it == method_index_.end() || n->arg(3).kind() != Arg::Kind::kInt) {
+      return fail_at(n, "loop needs trip_count, cond, a body subgraph and num_carried");
+    }
+    int32_t limits[2] = {-1, -1};
+    for (size_t i = 0; i < 2; ++i) {
+      if (n->arg(i).is_node()) {
+        KILN_ASSIGN_OR_RETURN(limits[i], value_of(n, n->arg(i).node()));
+      }
+    }
+    KILN_ASSIGN_OR_RETURN(std::vector<int32_t> ins, operand_values(n, 4));
+    add(fb::Instruction::LoopCall,
+        fb::CreateLoopCall(fbb_, limits[0], limits[1], it->second,
+                           static_cast<uint32_t>(n->arg(3).to_int()), fbb_.CreateVector(ins),
+                           fbb_.CreateVector(outputs_of(n)), fbb_.CreateString(n->name()))
+            .Union());
+    return Status::Ok();
+  }
+
+  // The values of a control-flow node's tensor operands, from argument `first` on.
+  Result<std::vector<int32_t>> operand_values(const Node* n, size_t first) {
     std::vector<int32_t> ins;
-    for (size_t i = 3; i < n->num_args(); ++i) {
+    for (size_t i = first; i < n->num_args(); ++i) {
       const Arg& a = n->arg(i);
       std::vector<const Node*> nodes;
       if (a.is_node()) nodes.push_back(a.node());
@@ -461,12 +498,7 @@ class MethodWriter {
         ins.push_back(v);
       }
     }
-    add(fb::Instruction::CondCall,
-        fb::CreateCondCall(fbb_, pred, branch[0], branch[1], fbb_.CreateVector(ins),
-                           fbb_.CreateVector(outputs_of(n)), fbb_.CreateString(n->name()),
-                           errors[0], errors[1])
-            .Union());
-    return Status::Ok();
+    return ins;
   }
 
   Status write_instructions() {
@@ -489,6 +521,10 @@ class MethodWriter {
           if (n->is_call(OpId::kGetitem)) break;  // its readers read the element directly
           if (n->is_call(OpId::kCond)) {
             KILN_RETURN_IF_ERROR(write_cond(n));
+            break;
+          }
+          if (n->is_call(OpId::kLoop)) {
+            KILN_RETURN_IF_ERROR(write_loop(n));
             break;
           }
           if (n->is_call(OpId::kCallDelegate)) {

@@ -186,7 +186,7 @@ def cases():
              {"q": r.integers(-128, 127, (3, 5)).astype(np.int8)},
              inits={"s": np.array(0.1, np.float32), "z": np.array(-3, np.int8)}),
     ]
-    return out + quant_cases() + if_cases()
+    return out + quant_cases() + if_cases() + loop_cases() + value_shaped_cases()
 
 
 def if_cases():
@@ -212,6 +212,91 @@ def if_cases():
         name = f"if_runtime_{'t' if c else 'f'}{'t' if d else 'f'}"
         out.append(Case(name, [outer, sig], inputs, [("out0", F)], {"k": k}))
     return out
+
+
+def loop_cases():
+    """Loop with a condition computed in the body (the trip count known only at run time, zero
+    trips too), Loop with a constant trip count and no condition, and Scan with reversed and
+    non-leading axes."""
+    mk, vi = helper.make_graph, helper.make_tensor_value_info
+    r = rng(4)
+    x = (r.standard_normal((3, 5)) * 5).astype(np.float32)
+    k = (r.standard_normal((5,)) * 0.3).astype(np.float32)
+    body = mk([helper.make_node("Mul", ["x_in", "half"], ["h"]),
+               helper.make_node("Add", ["h", "k"], ["x_out"]),
+               helper.make_node("Abs", ["x_out"], ["a"]),
+               helper.make_node("ReduceMax", ["a"], ["m"], keepdims=0),
+               helper.make_node("Greater", ["m", "limit"], ["c_out"]),
+               helper.make_node("ReduceSum", ["x_out"], ["s"], keepdims=0),
+               helper.make_node("Cast", ["i"], ["i_f"], to=F)],
+              "converge", [vi("i", I64, []), vi("c_in", B, []), vi("x_in", F, [3, 5])],
+              [vi("c_out", B, []), vi("x_out", F, [3, 5]), vi("s", F, []), vi("i_f", F, [])])
+    converge = helper.make_node("Loop", ["max_trips", "c", "x"], ["x_final", "sums", "steps"],
+                                body=body)
+    inits = {"max_trips": np.array(50, np.int64), "half": np.array(0.5, np.float32), "k": k,
+             "limit": np.array(1.5, np.float32)}
+    outs = [("x_final", F), ("sums", F), ("steps", F)]
+    out = [Case(f"loop_converge_{'t' if c else 'f'}", [converge], {"x": x, "c": np.array(c)}, outs,
+                inits) for c in (True, False)]
+
+    z = r.standard_normal((2, 3)).astype(np.float32)
+    y0 = r.standard_normal((2, 3)).astype(np.float32)
+    fixed_body = mk([helper.make_node("Add", ["y_in", "z"], ["y_out"]),
+                     helper.make_node("Identity", ["c_in"], ["c_out"]),
+                     helper.make_node("Mul", ["y_out", "y_in"], ["p"])],
+                    "fixed", [vi("i", I64, []), vi("c_in", B, []), vi("y_in", F, [2, 3])],
+                    [vi("c_out", B, []), vi("y_out", F, [2, 3]), vi("p", F, [2, 3])])
+    fixed = helper.make_node("Loop", ["four", "", "y0"], ["y", "products"], body=fixed_body)
+    out.append(Case("loop_fixed_trips", [fixed], {"y0": y0, "z": z},
+                    [("y", F), ("products", F)], {"four": np.array(4, np.int64)}))
+
+    xs = r.standard_normal((6, 4)).astype(np.float32)
+    zs = r.standard_normal((4, 6)).astype(np.float32)
+    scan_body = mk([helper.make_node("Mul", ["x_row", "z_row"], ["xz"]),
+                    helper.make_node("Add", ["s_in", "xz"], ["s_out"]),
+                    helper.make_node("Mul", ["s_out", "two"], ["y_row"])],
+                   "scan_body", [vi("s_in", F, [4]), vi("x_row", F, [4]), vi("z_row", F, [4])],
+                   [vi("s_out", F, [4]), vi("y_row", F, [4])])
+    scan = helper.make_node("Scan", ["s0", "xs", "zs"], ["s", "ys"], body=scan_body,
+                            num_scan_inputs=2, scan_input_axes=[0, 1],
+                            scan_input_directions=[0, 1], scan_output_axes=[1],
+                            scan_output_directions=[1])
+    out.append(Case("scan_axes_reversed", [scan],
+                    {"s0": r.standard_normal((4,)).astype(np.float32), "xs": xs, "zs": zs},
+                    [("s", F), ("ys", F)], {"two": np.array(2, np.float32)}))
+    return out
+
+
+def value_shaped_cases():
+    """Ops whose output size is known only when they run: NonZero, Compress, NonMaxSuppression,
+    Unique, and Pad / OneHot / Split fed sizes the model computes."""
+    r = rng(5)
+    I64 = TensorProto.INT64
+    sparse = (r.standard_normal((3, 4)) * (r.random((3, 4)) > 0.5)).astype(np.float32)
+    boxes = np.array([[[0, 0, 1, 1], [0, 0.1, 1, 1.1], [0, -0.1, 1, 0.9], [0, 10, 1, 11],
+                       [1, 10.1, 0, 11.1], [0, 100, 1, 101]]], np.float32)
+    scores = r.random((1, 2, 6)).astype(np.float32)
+    dup = np.array([[1, 2], [3, 4], [1, 2], [0, 9], [3, 4]], np.float32)
+    return [
+        case("nonzero", "NonZero", {"x": sparse}, out_type=I64),
+        case("compress_axis", "Compress",
+             {"x": sparse, "c": np.array([True, False, True, True])}, axis=1),
+        case("compress_flat", "Compress",
+             {"x": sparse, "c": np.array([False, True, True, False, True])}),
+        case("nms", "NonMaxSuppression", {"boxes": boxes, "scores": scores}, out_type=I64,
+             inits={"max": np.array([3], np.int64), "iou": np.array([0.5], np.float32),
+                    "thr": np.array([0.1], np.float32)}),
+        case("unique_first_seen", "Unique", {"x": np.array([2, 1, 1, 3, 4, 3], np.float32)},
+             n_out=4, out_type=[F, I64, I64, I64], sorted=0),
+        case("unique_rows", "Unique", {"x": dup}, n_out=4, out_type=[F, I64, I64, I64], axis=0),
+        case("pad_runtime", "Pad", {"x": sparse, "pads": np.array([1, 0, 2, 1], np.int64),
+                                    "v": np.array(1.5, np.float32)}),
+        case("one_hot_runtime_depth", "OneHot",
+             {"i": np.array([[0, 4, -1], [2, 7, -5]], np.int64), "depth": np.array(5, np.int64)},
+             inits={"values": np.array([0.5, 2], np.float32)}, axis=1),
+        case("split_runtime", "Split", {"x": r.standard_normal((7, 2)).astype(np.float32),
+                                        "sizes": np.array([2, 4, 1], np.int64)}, n_out=3),
+    ]
 
 
 def quant_cases():

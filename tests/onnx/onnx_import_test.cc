@@ -118,15 +118,16 @@ TEST(OnnxImport, UnnamedDynamicDimsGetBatchAndUnkNames) {
 TEST(OnnxImport, UnsupportedOpsAreListedInOneError) {
   OnnxBuilder b(13);
   b.input("x", {1, 4});
-  b.node("Unique", {"x"}, {"a"}, "unique_1");
-  b.node("Unique", {"a"}, {"c"}, "unique_2");
-  b.node("Loop", {"", "c"}, {"y"}, "loop_0");
+  b.node("StringNormalizer", {"x"}, {"a"}, "normalize_1");
+  b.node("StringNormalizer", {"a"}, {"c"}, "normalize_2");
+  b.node("TfIdfVectorizer", {"c"}, {"y"}, "tfidf_0");
   b.output("y");
   auto p = import_model(b);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), StatusCode::kUnsupported);
   EXPECT_EQ(p.status().message(),
-            "unsupported ONNX ops: Unique (nodes 'unique_1', 'unique_2'), Loop (node 'loop_0')");
+            "unsupported ONNX ops: StringNormalizer (nodes 'normalize_1', 'normalize_2'), "
+            "TfIdfVectorizer (node 'tfidf_0')");
 }
 
 TEST(OnnxImport, CycleIsAnErrorNamingANodeOnIt) {

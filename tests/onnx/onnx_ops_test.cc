@@ -822,6 +822,83 @@ TEST(OnnxOps, IfWithAnImportTimeConditionIsItsBranch) {
       << bad_if.status().message();
 }
 
+// Loop is a loop node whose body is a subgraph taking (iteration, condition, carried..., the
+// run-time values it reads); its scan outputs have the trip count as dim 0 when the importer
+// knows it, else a fresh symbol. Scan is a loop over its scan inputs' rows.
+TEST(OnnxOps, LoopAndScanAreLoopNodes) {
+  auto loop_model = [](bool constant_trips, bool grow) {
+    B body;
+    body.input("i", {}, onnx::TensorProto::INT64).input("c", {}, onnx::TensorProto::BOOL);
+    body.input("acc", {2, 3});
+    if (grow) {
+      auto& cat = body.node("Concat", {"acc", "acc"}, {"next"});
+      B::attr_int(cat, "axis", 0);
+    } else {
+      body.node("Add", {"acc", "x"}, {"next"});
+    }
+    body.node("Mul", {"next", "next"}, {"sq"});
+    body.output("c").output("next").output("sq");
+    B b(13);
+    b.input("x", {2, 3});
+    if (constant_trips) {
+      b.init_ints("n", {4}, true);
+    } else {
+      b.input("n", {}, onnx::TensorProto::INT64);
+    }
+    auto& n = b.node("Loop", {"n", "", "x"}, {"y", "rows"}, "loop");
+    B::attr_graph(n, "body", body.model().graph());
+    b.output("y").output("rows");
+    return import_model(b);
+  };
+  auto p = loop_model(false, false);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_TRUE(p->lint().ok()) << p->lint().message();
+  EXPECT_EQ(call_ops(*p), (std::vector<std::string>{"loop", "getitem", "getitem"}));
+  ASSERT_EQ(p->subgraphs().size(), 1u);
+  EXPECT_EQ(p->subgraphs()[0].name, "loop_body");
+  EXPECT_EQ(p->subgraphs()[0].program->user_input_names(),
+            (std::vector<std::string>{"i", "c", "acc", "x"}));
+  EXPECT_EQ(p->user_outputs()[1]->spec().to_string(), "f32[loop_trips, 2, 3]");
+  auto fixed = loop_model(true, false);
+  ASSERT_TRUE(fixed.ok()) << fixed.status().message();
+  EXPECT_EQ(fixed->user_outputs()[0]->spec().to_string(), "f32[2, 3]");
+  EXPECT_EQ(fixed->user_outputs()[1]->spec().to_string(), "f32[4, 2, 3]");
+  auto grows = loop_model(true, true);
+  ASSERT_FALSE(grows.ok());
+  EXPECT_NE(grows.status().message().find("node 'loop' (Loop): loop-carried value 0 ('acc') is "
+                                          "f32[2, 3] going into the body and f32[4, 3] coming out"),
+            std::string::npos)
+      << grows.status().message();
+
+  auto scan_model = [](std::vector<OnnxDim> xs_dims, int64_t out_axis) {
+    B body;
+    body.input("s", {4}).input("row", {4});
+    body.node("Add", {"s", "row"}, {"s2"});
+    body.node("Neg", {"s2"}, {"y"});
+    body.output("s2").output("y");
+    B b(13);
+    b.input("s0", {4}).input("xs", std::move(xs_dims));
+    auto& n = b.node("Scan", {"s0", "xs"}, {"s", "ys"}, "scan");
+    B::attr_graph(n, "body", body.model().graph());
+    B::attr_int(n, "num_scan_inputs", 1);
+    B::attr_ints(n, "scan_output_axes", {out_axis});
+    b.output("s").output("ys");
+    return import_model(b);
+  };
+  auto scan = scan_model({6, 4}, 1);
+  ASSERT_TRUE(scan.ok()) << scan.status().message();
+  ASSERT_TRUE(scan->lint().ok()) << scan->lint().message();
+  EXPECT_EQ(scan->user_outputs()[0]->spec().to_string(), "f32[4]");
+  EXPECT_EQ(scan->user_outputs()[1]->spec().to_string(), "f32[4, 6]");
+  EXPECT_EQ(call_ops(*scan->subgraphs()[0].program),
+            (std::vector<std::string>{"unsqueeze", "index_select", "squeeze", "add", "neg"}));
+  auto symbolic = scan_model({"t", 4}, 0);
+  ASSERT_FALSE(symbolic.ok());
+  EXPECT_NE(symbolic.status().message().find("scan input 0 (f32[t, 4]) has a symbolic length 't'"),
+            std::string::npos)
+      << symbolic.status().message();
+}
+
 // Sequences live in the importer: their elements are graph values, positions constants.
 TEST(OnnxOps, SequencesAreTrackedAtImportTime) {
   B b(12);
@@ -910,16 +987,21 @@ TEST(OnnxOps, OptimizerStepsAreElementwise) {
       << q.status().message();
 }
 
-TEST(OnnxOpsErrors, RuntimePadsAreRefusedClearly) {
-  B b(13);
-  b.input("x", {2, 3}).input("pads", {4}, onnx::TensorProto::INT64);
-  b.node("Pad", {"x", "pads"}, {"y"}, "p");
+// Pads the model computes are read when the program runs; a padded dim is a symbol.
+TEST(OnnxOps, RuntimePadsAreDynamicPad) {
+  B b(18);
+  b.input("x", {2, 3}).input("pads", {2}, onnx::TensorProto::INT64);
+  b.init_ints("axes", {-1});
+  auto& n = b.node("Pad", {"x", "pads", "", "axes"}, {"y"}, "p");
+  B::attr_str(n, "mode", "edge");
   b.output("y");
   auto p = import_model(b);
-  ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.status().message().find("input 'pads' ('pads') must be known at import time"),
-            std::string::npos)
-      << p.status().message();
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(call_ops(*p), std::vector<std::string>{"dynamic_pad"});
+  const Node* pad = p->user_outputs()[0];
+  EXPECT_EQ(pad->spec().to_string(), "f32[2, p_d1]");
+  EXPECT_EQ(pad->kwarg("mode").to_str(), "replicate");
+  EXPECT_EQ(pad->kwarg("axes").to_ints(), std::vector<int64_t>{1});
 }
 
 // Shape operands the model computes become ops that read them when the program runs; their

@@ -63,6 +63,13 @@ void check_plan(const ExportedProgram& p, const MemoryPlan& plan, const MemoryPl
   for (const OutputSpec& s : p.signature().outputs) {
     if (s.kind == OutputKind::kBufferMutation) mutated.insert(s.target);
   }
+  std::set<std::string> input_symbols;  // the symbols the program's placeholders carry
+  for (const Node* n : g.nodes()) {
+    if (n->op() != OpKind::kPlaceholder || !n->has_spec()) continue;
+    for (const Dim& d : n->spec().shape) {
+      if (!d.is_static()) input_symbols.emplace(d.symbol_name());
+    }
+  }
   for (size_t idx = 0; idx < plan.values.size(); ++idx) {
     const PlannedValue& v = plan.values[idx];
     const Node* n = v.node;
@@ -98,8 +105,17 @@ void check_plan(const ExportedProgram& p, const MemoryPlan& plan, const MemoryPl
       EXPECT_NE(plan.values[static_cast<size_t>(v.alias_of)].home, ValueHome::kAlias) << n->name();
       EXPECT_LT(static_cast<size_t>(v.alias_of), idx) << n->name();
     } else if (v.home == ValueHome::kDynamic) {
-      // Only with unbounded_dims_dynamic, for a shape with a symbolic dim; never placed.
-      EXPECT_TRUE(options.unbounded_dims_dynamic) << n->name();
+      // Only with unbounded_dims_dynamic or for a dim no placeholder has (a size the program
+      // computes: a loop's trip count, dynamic_reshape's dims); never placed.
+      bool computed = false;
+      for (const Dim& d : n->meta.val[v.index].shape) {
+        if (d.is_static()) continue;
+        computed = computed || std::none_of(input_symbols.begin(), input_symbols.end(),
+                                            [&](const std::string& sym) {
+                                              return d.symbol_name().find(sym) != std::string::npos;
+                                            });
+      }
+      EXPECT_TRUE(options.unbounded_dims_dynamic || computed) << n->name();
       EXPECT_FALSE(n->meta.val[v.index].is_static()) << n->name();
       EXPECT_EQ(v.offset, -1) << n->name();
     } else {

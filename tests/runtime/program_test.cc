@@ -494,6 +494,73 @@ TEST(ProgramFile, CondRunsTheBranchItsPredicateSelects) {
                                   "program's shapes: reshape: 6 elements into [4]");
 }
 
+// acc, rows = loop(n, None, body, 1, x, x): the body adds x to the carried acc (starting at x)
+// and returns acc * acc as its scan element, so after n trips acc = x * (n + 1) and row j is
+// (x * (j + 2))^2; the rows have the fresh symbolic dim "outer_trips".
+void build_loop(ExportedProgram& p) {
+  auto body = std::make_shared<ExportedProgram>();
+  {
+    GraphBuilder b(*body);
+    b.input("i", TensorSpec::of(DType::kI64, {}));
+    Node* c = b.input("c", TensorSpec::of(DType::kBool, {}));
+    Node* acc = b.input("acc", f32({2, 3}));
+    Node* x = b.input("x", f32({2, 3}));
+    Node* next = b.add(acc, x);
+    b.outputs({c, next, b.mul(next, next)});
+  }
+  GraphBuilder b(p);
+  Node* x = b.input("x", f32({2, 3}));
+  Node* n = b.input("n", TensorSpec::of(DType::kI64, {}));
+  p.subgraphs().push_back({"body_graph", body, ""});
+  Node* g = p.graph().add_get_attr("body_graph", "body_graph");
+  auto loop = p.graph().add_call(OpId::kLoop, {n, Arg(), g, int64_t{1}, x, x}, {}, "outer", false);
+  ASSERT_TRUE(loop.ok()) << loop.status().message();
+  TensorSpec rows = f32({2, 3});
+  rows.shape.insert(rows.shape.begin(), Dim::symbol("outer_trips"));
+  (*loop)->meta.val = {f32({2, 3}), rows};
+  b.outputs({b.call(OpId::kGetitem, {*loop, int64_t{0}}), b.call(OpId::kGetitem, {*loop, int64_t{1}})});
+}
+
+TEST(ProgramFile, LoopRunsItsBodyTripCountTimes) {
+  ExportedProgram p;
+  build_loop(p);
+  ASSERT_TRUE(p.lint().ok()) << p.lint().message();
+  auto program = load(serialize({{"forward", &p}}));
+  ASSERT_NE(program, nullptr);
+  EXPECT_EQ(program->method_names(), (std::vector<std::string>{"forward", "forward/body_graph"}));
+  EXPECT_EQ(program->method_info("forward")->loop_calls, 1u);
+  auto method = program->load_method("forward", demo_runtime());
+  ASSERT_TRUE(method.ok()) << method.status().message();
+  Tensor x = ramp({2, 3}, -1.0, 0.4);
+  const float* xs = x.data_as<float>();
+  for (int64_t trips : {0, 1, 3}) {
+    SCOPED_TRACE(fmt::format("{} trips", trips));
+    Tensor n(DType::kI64, {});
+    n.set_scalar_at(0, static_cast<double>(trips));
+    std::vector<Tensor> inputs = {x, n};
+    auto got = (*method)->execute(inputs);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    ASSERT_EQ(got->size(), 2u);
+    EXPECT_EQ((*got)[1].shape(), (std::vector<int64_t>{trips, 2, 3}));
+    expect_bits(*got, interpret(p, inputs));
+    for (int64_t i = 0; i < 6; ++i) {
+      EXPECT_FLOAT_EQ((*got)[0].data_as<float>()[i], xs[i] * static_cast<float>(trips + 1)) << i;
+      for (int64_t j = 0; j < trips; ++j) {
+        float row = xs[i] * static_cast<float>(j + 2);
+        EXPECT_FLOAT_EQ((*got)[1].data_as<float>()[j * 6 + i], row * row) << i << " " << j;
+      }
+    }
+  }
+  // A scan result is its element's spec under the trip dim.
+  ExportedProgram q;
+  build_loop(q);
+  Node* loop = q.graph().find("outer");
+  loop->meta.val[1] = f32({4, 3, 2});
+  for (Node* item : loop->users()) item->meta.val = {loop->meta.val[item->arg(1).to_int()]};
+  EXPECT_EQ(q.lint().message(), "lint: node 'outer' (loop): scan output 0 is f32[4, 3, 2], its "
+                                "element f32[2, 3]");
+}
+
 // ---- malformed files ---------------------------------------------------------------------------
 
 // Two segments: the weights (constants) and the delegate blob of the tanh.
@@ -616,6 +683,7 @@ struct RawProgram {
   uint8_t dtype = static_cast<uint8_t>(DType::kF32);
   int64_t dim = 2;
   int64_t cond_branch = -1;  // >= 0: y = cond(x, method cond_branch, method cond_branch)(x)
+  int64_t loop_body = -1;    // >= 0: y = loop(None, None, method loop_body, 1, x)
 };
 
 std::vector<uint8_t> assemble(const RawProgram& r) {
@@ -632,9 +700,12 @@ std::vector<uint8_t> assemble(const RawProgram& r) {
   auto branch = static_cast<uint32_t>(r.cond_branch);
   auto cond = fb::CreateCondCall(fbb, r.input, branch, branch, fbb.CreateVector(ins),
                                  fbb.CreateVector(outs));
+  auto loop = fb::CreateLoopCall(fbb, -1, -1, static_cast<uint32_t>(r.loop_body), 1,
+                                 fbb.CreateVector(ins), fbb.CreateVector(outs));
   std::vector<flatbuffers::Offset<fb::InstructionEntry>> instructions = {
-      r.cond_branch < 0 ? fb::CreateInstructionEntry(fbb, fb::Instruction::KernelCall, call.Union())
-                        : fb::CreateInstructionEntry(fbb, fb::Instruction::CondCall, cond.Union())};
+      r.cond_branch >= 0 ? fb::CreateInstructionEntry(fbb, fb::Instruction::CondCall, cond.Union())
+      : r.loop_body >= 0 ? fb::CreateInstructionEntry(fbb, fb::Instruction::LoopCall, loop.Union())
+                         : fb::CreateInstructionEntry(fbb, fb::Instruction::KernelCall, call.Union())};
   std::vector<int32_t> in_list = {0}, out_list = {1};
   std::vector<flatbuffers::Offset<flatbuffers::String>> in_names = {fbb.CreateString("x")},
                                                         out_names = {fbb.CreateString("y")};
@@ -703,6 +774,11 @@ TEST(ProgramFileErrors, IndicesOpsAndDtypesInTheFlatbuffer) {
   calls_itself.cond_branch = 0;
   EXPECT_EQ(load_error(assemble(calls_itself)),
             "invalid program: method 'forward': instructions[0]: branch method 0 is not after this "
+            "method (#0) in the program's 1 methods");
+  RawProgram loops_itself = ok;
+  loops_itself.loop_body = 0;
+  EXPECT_EQ(load_error(assemble(loops_itself)),
+            "invalid program: method 'forward': instructions[0]: body method 0 is not after this "
             "method (#0) in the program's 1 methods");
   RawProgram negative = ok;
   negative.dim = -4;

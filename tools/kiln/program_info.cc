@@ -26,12 +26,13 @@ Status print_program_info(const runtime::Program& program, bool full, std::ostre
                     program.segments().size(), program.segment_alignment());
   for (const std::string& name : program.method_names()) {
     KILN_ASSIGN_OR_RETURN(runtime::MethodInfo m, program.method_info(name));
-    std::string conds = m.cond_calls ? fmt::format(", {} cond calls", m.cond_calls) : "";
+    std::string flow = m.cond_calls ? fmt::format(", {} cond calls", m.cond_calls) : "";
+    if (m.loop_calls) flow += fmt::format(", {} loop calls", m.loop_calls);
     os << fmt::format(
         "method '{}': {} instruction(s) ({} kernel calls, {} delegate calls, {} buffer "
         "copies{}), {} values\n",
-        m.name, m.kernel_calls + m.delegate_calls + m.buffer_copies + m.cond_calls, m.kernel_calls,
-        m.delegate_calls, m.buffer_copies, conds, m.values);
+        m.name, m.kernel_calls + m.delegate_calls + m.buffer_copies + m.cond_calls + m.loop_calls,
+        m.kernel_calls, m.delegate_calls, m.buffer_copies, flow, m.values);
     os << "  inputs:\n";
     for (const auto& v : m.inputs) os << fmt::format("    {:<32} {}\n", v.name, v.spec);
     os << "  outputs:\n";

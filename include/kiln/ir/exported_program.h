@@ -105,8 +105,8 @@ struct LoweredModule {
   std::vector<std::pair<std::string, std::string>> named_data;
 };
 
-/// A graph a control-flow node runs: cond's branches, read by get_attr nodes. Its user inputs
-/// are the operands the node passes, its user outputs what the node returns.
+/// A graph a control-flow node runs: cond's branches, loop's body, read by get_attr nodes. Its user
+/// inputs are the operands the node passes, its user outputs what the node returns.
 struct Subgraph {
   std::string name;  ///< the get_attr target ("If_0_then")
   /// Null when the branch cannot run on the program's shapes (an If branch written for another
@@ -177,8 +177,8 @@ class ExportedProgram {
   /// graph().lint() plus signature checks: one input spec per placeholder in order, one output
   /// spec per returned value, every constant target present with the placeholder's spec,
   /// mutation targets valid, get_attr targets present, user input and user output names
-  /// non-empty and unique; each subgraph's own lint, and each cond's operands and results
-  /// matching its branches' signatures.
+  /// non-empty and unique; each subgraph's own lint, and each cond's and loop's operands and
+  /// results matching its subgraphs' signatures.
   Status lint() const;
 
   /// Deep copy: a new graph with the same nodes (by name), same signature, subgraphs copied
@@ -187,6 +187,7 @@ class ExportedProgram {
 
  private:
   Status lint_cond(const Node& n) const;
+  Status lint_loop(const Node& n) const;
 
   std::unique_ptr<Graph> graph_;
   GraphSignature signature_;

@@ -46,7 +46,7 @@ struct MethodInfo {
   std::string name;
   std::vector<ValueInfo> inputs, outputs;
   size_t values = 0;
-  size_t kernel_calls = 0, delegate_calls = 0, buffer_copies = 0, cond_calls = 0;
+  size_t kernel_calls = 0, delegate_calls = 0, buffer_copies = 0, cond_calls = 0, loop_calls = 0;
   std::vector<DelegateInfo> delegates;
   uint64_t arena_bytes = 0, arena_lower_bound = 0, arena_no_reuse = 0;
   std::vector<std::string> dynamic_dims;   ///< "batch in 1..8"

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include "kernel_list.h"
 #include "util.h"
@@ -358,6 +359,52 @@ Status dynamic_cumsum(KernelContext& ctx, const KernelArgs& args, std::vector<Te
                          {"exclusive", args.attr_bool("exclusive", false)},
                          {"reverse", args.attr_bool("reverse", false)}},
                         outputs, true);
+}
+
+Status dynamic_pad(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  const char* op = "dynamic_pad";
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, op, "self"));
+  const Tensor& x = args.tensor(0);
+  KILN_ASSIGN_OR_RETURN(auto pads, int_values(args, 1, op, "pads"));
+  const auto r = static_cast<int64_t>(x.rank());
+  std::vector<int64_t> axes(static_cast<size_t>(r));
+  std::iota(axes.begin(), axes.end(), 0);
+  if (args.attr("axes") != nullptr) axes = args.attr_ints("axes", {});
+  if (pads.size() != 2 * axes.size()) {
+    return invalid_argument("{}: 'pads' holds {} values, expected {}", op, pads.size(),
+                            2 * axes.size());
+  }
+  std::vector<int64_t> begin(static_cast<size_t>(r), 0), end(static_cast<size_t>(r), 0),
+      shape = x.shape();
+  for (size_t k = 0; k < axes.size(); ++k) {
+    KILN_ASSIGN_OR_RETURN(int64_t d, norm_dim(axes[k], r, op));
+    const int64_t b = pads[k], e = pads[k + axes.size()];
+    if (std::abs(b) > kMaxDynamicElements || std::abs(e) > kMaxDynamicElements) {
+      return out_of_range("{}: 'pads' holds {} and {} for dim {}, more than 2^32", op, b, e, d);
+    }
+    begin[static_cast<size_t>(d)] = b;
+    end[static_cast<size_t>(d)] = e;
+    shape[static_cast<size_t>(d)] += b + e;
+  }
+  KILN_RETURN_IF_ERROR(check_dynamic_shape(shape, op, "pads"));
+  double value = 0;
+  if (args.has_tensor(2)) {
+    const Tensor& v = args.tensor(2);
+    if (v.numel() != 1) {
+      return invalid_argument("{}: 'value' is {}, expected one value", op,
+                              format_shape(v.dtype(), v.shape()));
+    }
+    value = v.scalar_at(0);
+  }
+  // pad's list runs from the last dim backwards, a (begin, end) pair each.
+  std::vector<int64_t> list;
+  for (int64_t d = r; d-- > 0;) {
+    list.push_back(begin[static_cast<size_t>(d)]);
+    list.push_back(end[static_cast<size_t>(d)]);
+  }
+  return run_with_attrs(
+      ctx, "pad", x, {{"pad", list}, {"mode", args.attr_str("mode", "constant")}, {"value", value}},
+      outputs, false);
 }
 
 Status dynamic_topk(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {

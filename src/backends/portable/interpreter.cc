@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 
+#include "kiln/backends/portable/control_flow.h"
 #include "kiln/backends/portable/kernels.h"
 #include "kiln/core/memory.h"
 #include "thread_pool.h"
@@ -142,7 +144,7 @@ class PoolContext final : public KernelContext {
   MemoryStats stats_;
 };
 
-enum class StepKind : uint8_t { kKernel, kGetitem, kDelegate, kConstant, kCond };
+enum class StepKind : uint8_t { kKernel, kGetitem, kDelegate, kConstant, kCond, kLoop };
 
 struct Step {
   StepKind kind = StepKind::kKernel;
@@ -152,13 +154,37 @@ struct Step {
   uint32_t source = 0;           // getitem: tuple node id
   int64_t index = 0;             // getitem: element
   std::string module;            // call_delegate: lowered module name
-  std::vector<uint32_t> operand_ids;         // call_delegate, cond: tensor inputs
+  std::vector<uint32_t> operand_ids;         // call_delegate, cond, loop: tensor inputs
   uint32_t pred = 0;                         // cond: the predicate's node id
-  std::array<Interpreter*, 2> branches{};    // cond: the false and true branches' interpreters
+  std::array<Interpreter*, 2> branches{};    // cond: the false and true branches; loop: the body
   std::array<std::string, 2> branch_errors;  // cond: why a branch (null) cannot run
+  std::optional<uint32_t> trip_count, cond;  // loop: their node ids, when given
+  size_t num_carried = 0;                    // loop
+  std::vector<ScanElement> scan;             // loop: its scan outputs with no iteration
   std::vector<uint32_t> release;  // values whose last use is this step
   bool returns_list = false;
 };
+
+// The node ids of a control-flow node's tensor operands, from argument `first` on.
+void operand_ids(const Node& n, size_t first, std::vector<uint32_t>& out) {
+  for (size_t i = first; i < n.num_args(); ++i) {
+    const Arg& a = n.arg(i);
+    if (a.is_node()) out.push_back(a.node()->id());
+    if (a.is_node_list()) {
+      for (Node* m : a.nodes()) out.push_back(m->id());
+    }
+  }
+}
+
+// A scan output's element shape, as a loop that runs no iteration gives it: the result's dims
+// after the first, a symbolic one taken as 0.
+std::vector<int64_t> zero_trip_shape(const TensorSpec& result) {
+  std::vector<int64_t> shape;
+  for (size_t d = 1; d < result.shape.size(); ++d) {
+    shape.push_back(std::max<int64_t>(result.shape[d].value(), 0));
+  }
+  return shape;
+}
 
 }  // namespace
 
@@ -182,6 +208,8 @@ struct Interpreter::Impl {
 
   Status prepare();
   Status prepare_cond(const Node& n, Step& s);
+  Status prepare_loop(const Node& n, Step& s);
+  Result<Interpreter*> subgraph_interpreter(const Subgraph& sg);
   Status bind_inputs(std::span<const Tensor> inputs);
   Result<RunResult> execute();
   Status out_of_memory(const Node* n) const;
@@ -265,6 +293,9 @@ Status Interpreter::Impl::prepare() {
         } else if (n->target() == OpId::kCond) {
           s.kind = StepKind::kCond;
           KILN_RETURN_IF_ERROR(prepare_cond(*n, s));
+        } else if (n->target() == OpId::kLoop) {
+          s.kind = StepKind::kLoop;
+          KILN_RETURN_IF_ERROR(prepare_loop(*n, s));
         } else if (n->target() == OpId::kCallDelegate) {
           s.kind = StepKind::kDelegate;
           s.returns_list = true;
@@ -331,23 +362,43 @@ Status Interpreter::Impl::prepare_cond(const Node& n, Step& s) {
       s.branch_errors[b] = sg->error;
       continue;
     }
-    size_t index = static_cast<size_t>(sg - program->subgraphs().data());
-    subgraphs.resize(program->subgraphs().size());
-    if (subgraphs[index] == nullptr) {
-      auto interp = Interpreter::create(*sg->program, options);
-      if (!interp.ok()) return interp.status().with_context(fmt::format("subgraph '{}'", sg->name));
-      subgraphs[index] = std::move(interp).value();
-    }
-    s.branches[b] = subgraphs[index].get();
+    KILN_ASSIGN_OR_RETURN(s.branches[b], subgraph_interpreter(*sg));
   }
-  for (size_t i = 3; i < n.num_args(); ++i) {
-    const Arg& a = n.arg(i);
-    if (a.is_node()) s.operand_ids.push_back(a.node()->id());
-    if (a.is_node_list()) {
-      for (Node* m : a.nodes()) s.operand_ids.push_back(m->id());
-    }
+  operand_ids(n, 3, s.operand_ids);
+  return Status::Ok();
+}
+
+Status Interpreter::Impl::prepare_loop(const Node& n, Step& s) {
+  s.returns_list = true;
+  const Node* attr = n.num_args() >= 4 && n.arg(2).is_node() ? n.arg(2).node() : nullptr;
+  const Subgraph* sg = attr != nullptr ? program->find_subgraph(attr->target_name()) : nullptr;
+  if (sg == nullptr || sg->program == nullptr || n.arg(3).kind() != Arg::Kind::kInt) {
+    return invalid_argument(
+        "node '{}' (loop): expected trip_count, cond, a body subgraph and "
+        "num_carried",
+        n.name());
+  }
+  if (n.arg(0).is_node()) s.trip_count = n.arg(0).node()->id();
+  if (n.arg(1).is_node()) s.cond = n.arg(1).node()->id();
+  KILN_ASSIGN_OR_RETURN(s.branches[0], subgraph_interpreter(*sg));
+  s.num_carried = static_cast<size_t>(std::max<int64_t>(n.arg(3).to_int(), 0));
+  operand_ids(n, 4, s.operand_ids);
+  for (size_t i = s.num_carried; i < n.meta.val.size(); ++i) {
+    s.scan.push_back({n.meta.val[i].dtype, zero_trip_shape(n.meta.val[i])});
   }
   return Status::Ok();
+}
+
+// One interpreter per subgraph, however many nodes run it.
+Result<Interpreter*> Interpreter::Impl::subgraph_interpreter(const Subgraph& sg) {
+  size_t index = static_cast<size_t>(&sg - program->subgraphs().data());
+  subgraphs.resize(program->subgraphs().size());
+  if (subgraphs[index] == nullptr) {
+    auto interp = Interpreter::create(*sg.program, options);
+    if (!interp.ok()) return interp.status().with_context(fmt::format("subgraph '{}'", sg.name));
+    subgraphs[index] = std::move(interp).value();
+  }
+  return subgraphs[index].get();
 }
 
 Status Interpreter::Impl::bind_inputs(std::span<const Tensor> inputs) {
@@ -442,6 +493,30 @@ Result<RunResult> Interpreter::Impl::execute() {
               fmt::format("node '{}' (cond, {} branch)", n->name(), taken ? "true" : "false"));
         }
         tuples[n->id()] = std::move(r->outputs);
+        break;
+      }
+      case StepKind::kLoop: {
+        auto tensor = [&](const std::optional<uint32_t>& id) {
+          return id ? &single[*id] : nullptr;
+        };
+        std::vector<Tensor> ins;
+        for (uint32_t id : s.operand_ids) ins.push_back(single[id]);
+        Interpreter* body = s.branches[0];
+        std::vector<Tensor> results;
+        try {
+          auto r = run_loop(*ctx, tensor(s.trip_count), tensor(s.cond), ins, s.num_carried, s.scan,
+                            [body](const std::vector<Tensor>& in) -> Result<std::vector<Tensor>> {
+                              KILN_ASSIGN_OR_RETURN(RunResult out, body->run(in));
+                              return std::move(out.outputs);
+                            });
+          if (!r.ok()) return r.status().with_context(fmt::format("node '{}' (loop)", n->name()));
+          results = std::move(r).value();
+        } catch (const std::bad_alloc&) {
+          Status oom = out_of_memory(n);
+          ctx->clear_failure();
+          return oom;
+        }
+        tuples[n->id()] = std::move(results);
         break;
       }
       case StepKind::kKernel: {

@@ -37,7 +37,8 @@
   X(dynamic_reshape, kAny) X(dynamic_expand, kAny) X(dynamic_full, kAny)                   \
   X(dynamic_arange, kAny) X(dynamic_tile, kAny) X(dynamic_slice, kAny)                     \
   X(dynamic_unsqueeze, kAny) X(dynamic_squeeze, kAny) X(dynamic_sum, kAny)                 \
-  X(dynamic_cumsum, kAny) X(dynamic_topk, kAny)                                            \
+  X(dynamic_cumsum, kAny) X(dynamic_topk, kAny) X(dynamic_pad, kAny)                      \
+  X(nonzero, kAny) X(non_max_suppression, kF32) X(unique, kAny)                            \
   X(quantize_per_tensor, kAny) X(dequantize_per_tensor, kAny)                              \
   X(quantize_per_channel, kAny) X(dequantize_per_channel, kAny)                            \
   X(scaled_dot_product_attention, kF32)                                                    \

@@ -13,10 +13,10 @@ namespace {
 
 TEST(PortableTable, EveryRegisteredOpHasAKernel) {
   for (const OpDef& def : all_ops()) {
-    // Structural ops (the interpreter and the runtime run cond themselves), and context_loader,
-    // which only the HTP delegate runs.
+    // Structural ops (the interpreter and the runtime run cond and loop themselves), and
+    // context_loader, which only the HTP delegate runs.
     if (def.id == OpId::kCallDelegate || def.id == OpId::kGetitem || def.id == OpId::kCond ||
-        def.id == OpId::kContextLoader) {
+        def.id == OpId::kLoop || def.id == OpId::kContextLoader) {
       continue;
     }
     EXPECT_NE(find_kernel(def.schema.name), nullptr) << "no kernel for " << def.schema.name;
@@ -468,6 +468,61 @@ TEST(PortableDynamicShape, TileSliceSqueezeAndAttributesFromTensors) {
   auto big_k = Call("dynamic_topk").in(x).in(make(DType::kI64, {}, {4})).try_run();
   ASSERT_FALSE(big_k.ok());
   EXPECT_NE(big_k.status().message().find("k 4 is outside [0, 3]"), std::string::npos);
+}
+
+TEST(PortableKernels, ValueSizedOutputs) {
+  // nonzero: row-major coordinates of the non-zero elements (-0.0 is zero).
+  Tensor x = make(DType::kF32, {2, 3}, {0, 1.5, -0.0, 2, 0, -3});
+  Tensor nz = Call("nonzero").in(x).run();
+  EXPECT_EQ(nz.shape(), (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(values(nz), (std::vector<double>{0, 1, 1, 0, 1, 2}));
+  EXPECT_EQ(Call("nonzero").in(make(DType::kBool, {2}, {0, 0})).run().shape(),
+            (std::vector<int64_t>{0, 1}));
+  // dynamic_pad: ONNX's begins-then-ends layout over the given axes; a negative pad crops.
+  Tensor p = Call("dynamic_pad")
+                 .in(x)
+                 .in(make(DType::kI64, {2}, {1, -1}))
+                 .in(make(DType::kF32, {}, {7}))
+                 .attr("axes", std::vector<int64_t>{1})
+                 .run();
+  EXPECT_EQ(p.shape(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(values(p), (std::vector<double>{7, 0, 1.5, 7, 2, 0}));
+  auto huge = Call("dynamic_pad").in(x).in(make(DType::kI64, {4}, {0, 0, 0, int64_t{1} << 40})).try_run();
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("more than 2^32"), std::string::npos) << huge.status().message();
+  // non_max_suppression: per class, by score, dropping boxes that overlap a kept one too much.
+  Tensor boxes = make(DType::kF32, {1, 4, 4}, {0, 0, 1, 1, 0, 0.1, 1, 1.1, 0, 5, 1, 6, 1, 1, 0, 0});
+  Tensor scores = make(DType::kF32, {1, 2, 4}, {0.9, 0.8, 0.7, 0.1, 0.2, 0.3, 0.05, 0.4});
+  Tensor kept = Call("non_max_suppression")
+                    .in(boxes)
+                    .in(scores)
+                    .in(make(DType::kI64, {1}, {2}))
+                    .in(make(DType::kF32, {1}, {0.5}))
+                    .in(make(DType::kF32, {1}, {0.06}))
+                    .run();
+  // Class 0 keeps box 0, drops box 1 (IoU 0.82 with box 0) and keeps box 2, its second; class 1
+  // (box 2 under the score threshold) keeps box 3 (box 0 with its corners swapped), which
+  // suppresses boxes 1 and 0.
+  EXPECT_EQ(kept.shape(), (std::vector<int64_t>{3, 3}));
+  EXPECT_EQ(values(kept), (std::vector<double>{0, 0, 0, 0, 0, 2, 0, 1, 3}));
+  // unique: sorted or first-seen, with first indices, inverse indices and counts.
+  Tensor v = make(DType::kI64, {6}, {3, 1, 3, 2, 1, 3});
+  auto sorted = Call("unique").in(v).try_run();
+  ASSERT_TRUE(sorted.ok()) << sorted.status().message();
+  EXPECT_EQ(values((*sorted)[0]), (std::vector<double>{1, 2, 3}));
+  EXPECT_EQ(values((*sorted)[1]), (std::vector<double>{1, 3, 0}));
+  EXPECT_EQ(values((*sorted)[2]), (std::vector<double>{2, 0, 2, 1, 0, 2}));
+  EXPECT_EQ(values((*sorted)[3]), (std::vector<double>{2, 1, 3}));
+  auto seen = Call("unique").in(v).attr("sorted", false).try_run();
+  ASSERT_TRUE(seen.ok());
+  EXPECT_EQ(values((*seen)[0]), (std::vector<double>{3, 1, 2}));
+  EXPECT_EQ(values((*seen)[2]), (std::vector<double>{0, 1, 0, 2, 1, 0}));
+  Tensor rows = make(DType::kF32, {2, 3}, {1, 0, 1, 2, 9, 2});
+  auto cols = Call("unique").in(rows).attr("dim", int64_t{1}).try_run();
+  ASSERT_TRUE(cols.ok());
+  EXPECT_EQ((*cols)[0].shape(), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(values((*cols)[0]), (std::vector<double>{0, 1, 9, 2}));
+  EXPECT_EQ(values((*cols)[2]), (std::vector<double>{1, 0, 1}));
 }
 
 TEST(PortableQuant, RoundHalfToEvenAndClamp) {
