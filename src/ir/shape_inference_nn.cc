@@ -242,14 +242,17 @@ Status infer_convolution(const Node& node, SpecList* out) {
   KILN_RETURN_IF_ERROR(check_fused_activation(node));
   const TensorSpec& input = arg_spec(node, 0);
   const TensorSpec& weight = arg_spec(node, 1);
-  if (weight.rank() != 3 && weight.rank() != 4) {
-    return invalid_argument("argument 'weight': got {}, expected rank 3 (conv1d) or 4 (conv2d)",
-                            weight.to_string());
+  if (weight.rank() < 3 || weight.rank() > 5) {
+    return invalid_argument(
+        "argument 'weight': got {}, expected rank 3 (conv1d), 4 (conv2d) or 5 "
+        "(conv3d)",
+        weight.to_string());
   }
   size_t spatial = weight.rank() - 2;
   if (input.rank() != weight.rank()) {
+    const char* dims[] = {", L", ", H, W", ", D, H, W"};
     return invalid_argument("argument 'input': got {}, expected rank {} ([N, C{}]) for weight {}",
-                            input.to_string(), weight.rank(), spatial == 1 ? ", L" : ", H, W",
+                            input.to_string(), weight.rank(), dims[spatial - 1],
                             weight.to_string());
   }
   KILN_RETURN_IF_ERROR(expect_floating("input", input));

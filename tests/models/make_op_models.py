@@ -186,7 +186,8 @@ def cases():
              {"q": r.integers(-128, 127, (3, 5)).astype(np.int8)},
              inits={"s": np.array(0.1, np.float32), "z": np.array(-3, np.int8)}),
     ]
-    return out + quant_cases() + if_cases() + loop_cases() + value_shaped_cases()
+    return (out + quant_cases() + if_cases() + loop_cases() + value_shaped_cases()
+            + volume_cases())
 
 
 def if_cases():
@@ -265,6 +266,23 @@ def loop_cases():
                     {"s0": r.standard_normal((4,)).astype(np.float32), "xs": xs, "zs": zs},
                     [("s", F), ("ys", F)], {"two": np.array(2, np.float32)}))
     return out
+
+
+def volume_cases():
+    """3-D convolution (grouped, strided, dilated, padded) and 3-D max / average pooling."""
+    r = rng(6)
+    x = r.standard_normal((2, 4, 7, 8, 9)).astype(np.float32)
+    w = lambda *s: r.standard_normal(s).astype(np.float32)  # noqa: E731
+    return [
+        case("conv3d", "Conv", {"x": x}, inits={"w": w(6, 2, 3, 2, 3), "b": w(6)}, group=2,
+             pads=[1, 0, 2, 1, 1, 0], strides=[2, 1, 2], dilations=[1, 2, 1]),
+        case("max_pool3d", "MaxPool", {"x": x}, kernel_shape=[3, 2, 3], strides=[2, 2, 1],
+             pads=[1, 0, 1, 1, 1, 1], dilations=[1, 2, 1], ceil_mode=1),
+        case("avg_pool3d", "AveragePool", {"x": x}, kernel_shape=[2, 3, 3], strides=[1, 2, 2],
+             pads=[1, 1, 0, 0, 1, 1]),
+        case("avg_pool3d_pad", "AveragePool", {"x": x}, kernel_shape=[3, 3, 2],
+             strides=[2, 2, 2], pads=[1, 1, 1, 1, 1, 1], count_include_pad=1, ceil_mode=1),
+    ]
 
 
 def value_shaped_cases():

@@ -2,6 +2,7 @@
 // im2col + sgemm, a direct GEMM for 1x1, a direct loop for depthwise.
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "kernel_list.h"
@@ -208,10 +209,120 @@ Result<Geometry> conv_operands(const KernelArgs& args, bool transposed, const ch
   return g;
 }
 
+// A per-spatial-dim list of three: one value for all dims, or one each.
+Result<std::array<int64_t, 3>> per_dim3(const std::vector<int64_t>& v, const char* op,
+                                        const char* what) {
+  if (v.size() == 1) return std::array<int64_t, 3>{v[0], v[0], v[0]};
+  if (v.size() == 3) return std::array<int64_t, 3>{v[0], v[1], v[2]};
+  return invalid_argument("{}: '{}' needs 1 or 3 values for 3-D, got {}", op, what, v.size());
+}
+
+// Convolution over three spatial dims (D, H, W): per image and group, the input windows as
+// columns (vol2col), then the group's GEMM onto the bias; the fused activation after.
+Status convolution_3d(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  const char* op = "convolution";
+  const Tensor &x = args.tensor(0), &w = args.tensor(1);
+  KILN_RETURN_IF_ERROR(need_f32(x, op, "input"));
+  KILN_RETURN_IF_ERROR(need_f32(w, op, "weight"));
+  if (w.rank() != 5) {
+    return invalid_argument("{}: weight [{}] must have the rank of input [{}]", op,
+                            fmt::join(w.shape(), ", "), fmt::join(x.shape(), ", "));
+  }
+  const int64_t n = x.dim(0), c = x.dim(1), o = w.dim(0), groups = args.attr_int("groups", 1);
+  if (groups <= 0 || c % groups != 0 || o % groups != 0 || w.dim(1) * groups != c) {
+    return invalid_argument("{}: weight [{}] does not fit {} input channels in {} groups", op,
+                            fmt::join(w.shape(), ", "), c, groups);
+  }
+  KILN_ASSIGN_OR_RETURN(auto stride, per_dim3(args.attr_ints("stride", {1}), op, "stride"));
+  KILN_ASSIGN_OR_RETURN(auto dilation, per_dim3(args.attr_ints("dilation", {1}), op, "dilation"));
+  std::vector<int64_t> pad = args.attr_ints("padding", {0});
+  std::array<int64_t, 3> pb{}, pe{};
+  if (pad.size() == 6) {
+    std::copy(pad.begin(), pad.begin() + 3, pb.begin());
+    std::copy(pad.begin() + 3, pad.end(), pe.begin());
+  } else {
+    KILN_ASSIGN_OR_RETURN(pb, per_dim3(pad, op, "padding"));
+    pe = pb;
+  }
+  const float* bias = nullptr;
+  if (args.has_tensor(2)) {
+    const Tensor& b = args.tensor(2);
+    KILN_RETURN_IF_ERROR(need_f32(b, op, "bias"));
+    if (b.numel() != o)
+      return invalid_argument("{}: bias has {} elements, expected {}", op, b.numel(), o);
+    bias = b.data_as<float>();
+  }
+  KILN_ASSIGN_OR_RETURN(Epilogue epilogue, read_epilogue(args, op));
+  std::array<int64_t, 3> in{}, k{}, out{};
+  // For each dim, the input index each (kernel offset, output position) reads, or -1 (padding).
+  std::array<std::vector<int64_t>, 3> source;
+  for (size_t i = 0; i < 3; ++i) {
+    in[i] = x.dim(2 + i);
+    k[i] = w.dim(2 + i);
+    if (stride[i] <= 0 || dilation[i] <= 0 || pb[i] < 0 || pe[i] < 0) {
+      return invalid_argument("{}: stride and dilation must be positive, padding not negative", op);
+    }
+    int64_t e = in[i] + pb[i] + pe[i] - dilation[i] * (k[i] - 1) - 1;
+    if (e < 0) return invalid_argument("{}: kernel is larger than the padded input", op);
+    out[i] = e / stride[i] + 1;
+    source[i].resize(static_cast<size_t>(k[i] * out[i]));
+    for (int64_t a = 0; a < k[i]; ++a) {
+      for (int64_t q = 0; q < out[i]; ++q) {
+        int64_t v = q * stride[i] - pb[i] + a * dilation[i];
+        source[i][static_cast<size_t>(a * out[i] + q)] = v >= 0 && v < in[i] ? v : -1;
+      }
+    }
+  }
+  Tensor y = ctx.allocate(DType::kF32, {n, o, out[0], out[1], out[2]});
+  float* py = writable<float>(y);
+  const float* px = x.data_as<float>();
+  const float* pw = w.data_as<float>();
+  const int64_t cg = c / groups, og = o / groups, volume = in[0] * in[1] * in[2];
+  const int64_t plane = out[0] * out[1] * out[2], window = k[0] * k[1] * k[2], rows = cg * window;
+  float* col = scratch_floats(static_cast<size_t>(rows * plane));
+  for (int64_t img = 0; img < n; ++img) {
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      const float* xg = px + (img * c + gi * cg) * volume;
+      ctx.parallel_for(rows, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {  // row: (channel, kd, kh, kw)
+          const int64_t ci = r / window, a = r / (k[1] * k[2]) % k[0], b = r / k[2] % k[1],
+                        cc = r % k[2];
+          const float* xc = xg + ci * volume;
+          const int64_t* sd = source[0].data() + a * out[0];
+          const int64_t* sh = source[1].data() + b * out[1];
+          const int64_t* sw = source[2].data() + cc * out[2];
+          float* dst = col + r * plane;
+          for (int64_t q0 = 0; q0 < out[0]; ++q0) {
+            for (int64_t q1 = 0; q1 < out[1]; ++q1) {
+              const bool inside = sd[q0] >= 0 && sh[q1] >= 0;
+              const float* row = xc + (sd[q0] * in[1] + sh[q1]) * in[2];
+              for (int64_t q2 = 0; q2 < out[2]; ++q2) {
+                *dst++ = inside && sw[q2] >= 0 ? row[sw[q2]] : 0.0f;
+              }
+            }
+          }
+        }
+      });
+      float* yg = py + (img * o + gi * og) * plane;
+      for (int64_t oc = 0; oc < og; ++oc) {
+        std::fill(yg + oc * plane, yg + (oc + 1) * plane, bias ? bias[gi * og + oc] : 0.0f);
+      }
+      sgemm(ctx, false, false, og, plane, rows, 1.0f, pw + gi * og * rows, rows, col, plane, 1.0f,
+            yg, plane);
+      apply_epilogue(ctx, epilogue, yg, og * plane);
+    }
+  }
+  outputs->push_back(std::move(y));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status convolution(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
   const char* op = "convolution";
+  if (args.has_tensor(0) && args.has_tensor(1) && args.tensor(0).rank() == 5) {
+    return convolution_3d(ctx, args, outputs);
+  }
   const float* bias = nullptr;
   KILN_ASSIGN_OR_RETURN(Geometry g, conv_operands(args, false, op, &bias));
   KILN_ASSIGN_OR_RETURN(Epilogue epilogue, read_epilogue(args, op));
