@@ -268,12 +268,15 @@ Status convert_loop(Importer& im) {
     KILN_ASSIGN_OR_RETURN(Node * n, im.input(i));
     limits[i] = n;
   }
-  // The trip count is known when M is and the condition cannot stop the loop early: it is absent,
-  // or a constant true that the body passes through unchanged.
+  // The trip count is known when M is (a size, not the "no limit" INT64_MAX exporters write) and
+  // the condition cannot stop the loop early: it is absent, or a constant true that the body
+  // passes through unchanged.
   std::optional<int64_t> trips;
   bool cond_stays = !im.has_input(1) ||
                     (known[1] && *known[1] != 0 && identity_source(*body) == body->input(1).name());
-  if (known[0] && cond_stays) trips = std::max<int64_t>(static_cast<int64_t>(*known[0]), 0);
+  if (known[0] && cond_stays && *known[0] <= static_cast<double>(int64_t{1} << 32)) {
+    trips = std::max<int64_t>(static_cast<int64_t>(*known[0]), 0);
+  }
   if (known[1] && *known[1] == 0) trips = 0;
   std::vector<Node*> carried;
   for (size_t i = 2; i < im.num_inputs(); ++i) {
@@ -396,8 +399,9 @@ Status convert_scan(Importer& im) {
   Node* trip_count = im.constant_node(std::move(trips), im.node_label() + "_length");
   KILN_ASSIGN_OR_RETURN(std::vector<Node*> results,
                         add_loop(im, trip_count, Arg(), length, loop_body, states));
-  for (int64_t i = 0; i < n; ++i)
+  for (int64_t i = 0; i < n; ++i) {
     im.set_output(static_cast<size_t>(i), results[static_cast<size_t>(i)]);
+  }
   // Each scan output: rows stacked along dim 0 in iteration order; reversed, then moved to its
   // axis as the attributes ask.
   for (int64_t j = 0; j < k; ++j) {
@@ -405,8 +409,9 @@ Status convert_scan(Importer& im) {
     auto rank = static_cast<int64_t>(y->spec().shape.size());
     if (out_dirs[j] != 0 && *length > 1) {
       Tensor order(DType::kI64, {*length});
-      for (int64_t r = 0; r < *length; ++r)
+      for (int64_t r = 0; r < *length; ++r) {
         order.set_scalar_at(r, static_cast<double>(*length - 1 - r));
+      }
       Node* index = im.constant_node(std::move(order), im.node_label() + "_reversed");
       KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kIndexSelect, {y, index}, {{"dim", int64_t{0}}}));
     }

@@ -66,6 +66,9 @@ struct Program::Impl {
 
   Status parse();
   Status check_method(const fb::Method* m, uint32_t index) const;
+  Status check_call(uint32_t callee, const char* what, const flatbuffers::Vector<int32_t>* inputs,
+                    const flatbuffers::Vector<int32_t>* outputs, size_t extra_inputs,
+                    size_t extra_outputs, uint32_t index, const std::string& where) const;
   std::string spec_text(const fb::Method* m, const fb::Tensor* t) const;
 };
 
@@ -289,6 +292,39 @@ std::string Program::Impl::spec_text(const fb::Method* m, const fb::Tensor* t) c
   return fmt::format("{}[{}]", dtype_name(static_cast<DType>(t->dtype())), fmt::join(dims, ", "));
 }
 
+namespace {
+template <typename V>
+size_t size_of(const V* v) {
+  return v != nullptr ? v->size() : 0;
+}
+}  // namespace
+
+// A method that method `index` calls (a cond's branch, a loop's body): it comes after its
+// caller, so a chain of calls always ends, and takes the call's inputs (and `extra_inputs`
+// more) and returns its outputs (and `extra_outputs` more).
+Status Program::Impl::check_call(uint32_t callee, const char* what,
+                                 const flatbuffers::Vector<int32_t>* inputs,
+                                 const flatbuffers::Vector<int32_t>* outputs, size_t extra_inputs,
+                                 size_t extra_outputs, uint32_t index,
+                                 const std::string& where) const {
+  const uint32_t nmethods = root->methods()->size();
+  if (callee <= index || callee >= nmethods) {
+    return bad_program(where, fmt::format("{} method {} is not after this method (#{}) in the "
+                                          "program's {} methods",
+                                          what, callee, index, nmethods));
+  }
+  const fb::Method* m = root->methods()->Get(callee);
+  size_t in = size_of(m->inputs()), out = size_of(m->outputs());
+  if (in != size_of(inputs) + extra_inputs || out != size_of(outputs) + extra_outputs) {
+    return bad_program(
+        where, fmt::format("{} method '{}' takes {} inputs and returns {} outputs; "
+                           "the call passes {} and expects {}",
+                           what, m->name()->string_view(), in, out, size_of(inputs) + extra_inputs,
+                           size_of(outputs) + extra_outputs));
+  }
+  return Status::Ok();
+}
+
 // Every index, range and kind of a method, before anything is used.
 Status Program::Impl::check_method(const fb::Method* m, uint32_t index) const {
   const std::string name = m->name()->str();
@@ -493,56 +529,27 @@ Status Program::Impl::check_method(const fb::Method* m, uint32_t index) const {
       KILN_RETURN_IF_ERROR(tensor_home({}, "a predicate")(c->pred(), field + ".pred"));
       KILN_RETURN_IF_ERROR(check_list(c->inputs(), field + ".inputs", tensor_home({}, "an input")));
       KILN_RETURN_IF_ERROR(check_list(c->outputs(), field + ".outputs", written));
-      const uint32_t nmethods = root->methods()->size();
       for (bool taken : {true, false}) {
         if ((taken ? c->true_error() : c->false_error()) != nullptr) continue;  // never run
-        uint32_t b = taken ? c->true_method() : c->false_method();
-        // Branches come after their caller, so a chain of calls always ends.
-        if (b <= index || b >= nmethods) {
-          return bad_program(where(field), fmt::format("branch method {} is not after this method "
-                                                       "(#{}) in the program's {} methods",
-                                                       b, index, nmethods));
-        }
-        const fb::Method* bm = root->methods()->Get(b);
-        size_t bin = bm->inputs() ? bm->inputs()->size() : 0;
-        size_t bout = bm->outputs() ? bm->outputs()->size() : 0;
-        size_t in = c->inputs() ? c->inputs()->size() : 0,
-               out = c->outputs() ? c->outputs()->size() : 0;
-        if (bin != in || bout != out) {
-          return bad_program(where(field),
-                             fmt::format("branch method '{}' takes {} inputs and "
-                                         "returns {} outputs; the call passes {} and "
-                                         "expects {}",
-                                         bm->name()->string_view(), bin, bout, in, out));
-        }
+        KILN_RETURN_IF_ERROR(check_call(taken ? c->true_method() : c->false_method(), "branch",
+                                        c->inputs(), c->outputs(), 0, 0, index, where(field)));
       }
     } else if (const fb::LoopCall* c = e->instruction_as_LoopCall()) {
       for (int32_t v : {c->trip_count(), c->cond()}) {
-        if (v != -1)
+        if (v != -1) {
           KILN_RETURN_IF_ERROR(tensor_home({}, "an input")(v, field + ".trip_count/cond"));
+        }
       }
       KILN_RETURN_IF_ERROR(check_list(c->inputs(), field + ".inputs", tensor_home({}, "an input")));
       KILN_RETURN_IF_ERROR(check_list(c->outputs(), field + ".outputs", written));
-      const uint32_t nmethods = root->methods()->size();
-      uint32_t b = c->body();
-      if (b <= index || b >= nmethods) {  // after its caller, as a cond's branches
-        return bad_program(where(field),
-                           fmt::format("body method {} is not after this method (#{}) "
-                                       "in the program's {} methods",
-                                       b, index, nmethods));
-      }
-      const fb::Method* bm = root->methods()->Get(b);
-      size_t bin = bm->inputs() ? bm->inputs()->size() : 0;
-      size_t bout = bm->outputs() ? bm->outputs()->size() : 0;
-      size_t in = c->inputs() ? c->inputs()->size() : 0,
-             out = c->outputs() ? c->outputs()->size() : 0;
-      if (c->num_carried() > in || c->num_carried() > out || bin != in + 2 || bout != out + 1) {
-        return bad_program(
-            where(field),
-            fmt::format("body method '{}' takes {} inputs and returns {} outputs; "
-                        "the loop passes {} (and the iteration and condition), "
-                        "expects {} (and the condition) and carries {}",
-                        bm->name()->string_view(), bin, bout, in, out, c->num_carried()));
+      // The body also takes the iteration and the condition, and returns the condition.
+      KILN_RETURN_IF_ERROR(
+          check_call(c->body(), "body", c->inputs(), c->outputs(), 2, 1, index, where(field)));
+      if (c->num_carried() > size_of(c->inputs()) || c->num_carried() > size_of(c->outputs())) {
+        return bad_program(where(field), fmt::format("the loop carries {} values with {} inputs "
+                                                     "and {} outputs",
+                                                     c->num_carried(), size_of(c->inputs()),
+                                                     size_of(c->outputs())));
       }
     } else {
       return bad_program(where(field), "unknown instruction");

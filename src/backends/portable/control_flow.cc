@@ -27,7 +27,7 @@ Result<std::vector<Tensor>> run_loop(KernelContext& ctx, const Tensor* trip_coun
                               format_shape(trip_count->dtype(), trip_count->shape()));
     }
     KILN_ASSIGN_OR_RETURN(double m, one(trip_count, "trip count"));
-    max_trips = static_cast<int64_t>(m);
+    max_trips = m >= 9.2e18 ? INT64_MAX : static_cast<int64_t>(m);  // no UB past int64's range
   }
   bool go = true;
   if (cond != nullptr) {

@@ -379,7 +379,8 @@ Status dynamic_pad(KernelContext& ctx, const KernelArgs& args, std::vector<Tenso
   for (size_t k = 0; k < axes.size(); ++k) {
     KILN_ASSIGN_OR_RETURN(int64_t d, norm_dim(axes[k], r, op));
     const int64_t b = pads[k], e = pads[k + axes.size()];
-    if (std::abs(b) > kMaxDynamicElements || std::abs(e) > kMaxDynamicElements) {
+    if (b > kMaxDynamicElements || b < -kMaxDynamicElements || e > kMaxDynamicElements ||
+        e < -kMaxDynamicElements) {
       return out_of_range("{}: 'pads' holds {} and {} for dim {}, more than 2^32", op, b, e, d);
     }
     begin[static_cast<size_t>(d)] = b;
