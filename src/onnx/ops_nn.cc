@@ -677,7 +677,16 @@ Status pool_3d(Importer& im, const TensorSpec& xs, OpId op, const Kwargs& kw,
   if (p.size() == 3) p = {p[0], p[1], p[2], p[0], p[1], p[2]};  // compact: both ends the same
   const bool is_max = op == OpId::kMaxPool2d;
   auto pool = [&](Node* x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
-                  std::vector<int64_t> dilation, std::vector<int64_t> pads) {
+                  std::vector<int64_t> dilation, std::vector<int64_t> pads) -> Result<Node*> {
+    // A 1-wide window with stride 1 and no padding (MaxPool3d((1, 2, 2))'s pool over D) is
+    // the identity.
+    auto one = [](const std::vector<int64_t>& v) {
+      return std::all_of(v.begin(), v.end(), [](int64_t i) { return i == 1; });
+    };
+    auto zero = [](const std::vector<int64_t>& v) {
+      return std::all_of(v.begin(), v.end(), [](int64_t i) { return i == 0; });
+    };
+    if (one(kernel) && one(stride) && zero(pads)) return x;
     Kwargs all = kw;
     all.emplace_back("kernel_size", std::move(kernel));
     all.emplace_back("stride", std::move(stride));
