@@ -540,17 +540,15 @@ Status convert_expand(Importer& im) {
 Status convert_pad(Importer& im) {
   KILN_ASSIGN_OR_RETURN(size_t r, input_rank(im, 0));
   KILN_ASSIGN_OR_RETURN(std::string mode, im.attr_str("mode", "constant"));
-  std::string kmode;
-  if (mode == "constant")
-    kmode = "constant";
-  else if (mode == "reflect")
-    kmode = "reflect";
-  else if (mode == "edge")
-    kmode = "replicate";
-  else if (mode == "wrap")
-    kmode = "circular";
-  else
+  // ONNX's modes by the names kiln's pad takes.
+  static constexpr std::pair<std::string_view, std::string_view> kModes[] = {
+      {"constant", "constant"}, {"reflect", "reflect"}, {"edge", "replicate"}, {"wrap", "circular"}};
+  auto found = std::find_if(std::begin(kModes), std::end(kModes),
+                            [&](const auto& m) { return m.first == mode; });
+  if (found == std::end(kModes)) {
     return invalid_argument("attribute 'mode': unknown value '{}'", mode);
+  }
+  const std::string kmode(found->second);
   std::vector<int64_t> axes(r);
   std::iota(axes.begin(), axes.end(), 0);
   if (im.has_input(3)) {

@@ -952,6 +952,18 @@ Result<std::unique_ptr<Method>> Program::load_method(std::string_view name,
   }
   for (uint32_t i = 0; i < mi->outputs.size(); ++i) mi->output_names.push_back(m->output_names()->Get(i)->str());
 
+  // A method a cond or loop here calls (its index checked by parse), loaded once per load
+  // however many instructions call it.
+  auto callee = [&](uint32_t index, const std::string& what) -> Result<std::shared_ptr<Method>> {
+    std::shared_ptr<Method>& method = loaded[index];  // a std::map: stays valid as it grows
+    if (method == nullptr) {
+      const fb::Method* fm = impl_->root->methods()->Get(index);
+      auto r = load_method(fm->name()->string_view(), registry, options, loaded);
+      if (!r.ok()) return r.status().with_context(fmt::format("method '{}': {}", name, what));
+      method = std::move(r).value();
+    }
+    return method;
+  };
   // Steps: kernels resolved by name, arguments bound to the value slots once.
   std::vector<std::string> missing;
   for (uint32_t k = 0; k < m->instructions()->size(); ++k) {
@@ -1011,15 +1023,8 @@ Result<std::unique_ptr<Method>> Program::load_method(std::string_view name,
           s.branch_errors[b] = error->str();
           continue;
         }
-        uint32_t index = b == 1 ? c->true_method() : c->false_method();
-        std::shared_ptr<Method>& branch = loaded[index];
-        if (branch == nullptr) {
-          const fb::Method* bm = impl_->root->methods()->Get(index);
-          auto r = load_method(bm->name()->string_view(), registry, options, loaded);
-          if (!r.ok()) return r.status().with_context(fmt::format("method '{}': {}", name, s.what));
-          branch = std::move(r).value();
-        }
-        s.branches[b] = branch;
+        KILN_ASSIGN_OR_RETURN(s.branches[b],
+                              callee(b == 1 ? c->true_method() : c->false_method(), s.what));
       }
     } else if (const fb::LoopCall* c = e->instruction_as_LoopCall()) {
       s.kind = Kind::kLoop;
@@ -1039,14 +1044,7 @@ Result<std::unique_ptr<Method>> Program::load_method(std::string_view name,
         }
         s.scan.push_back(std::move(e));
       }
-      std::shared_ptr<Method>& body = loaded[c->body()];
-      if (body == nullptr) {
-        const fb::Method* bm = impl_->root->methods()->Get(c->body());
-        auto r = load_method(bm->name()->string_view(), registry, options, loaded);
-        if (!r.ok()) return r.status().with_context(fmt::format("method '{}': {}", name, s.what));
-        body = std::move(r).value();
-      }
-      s.branches[0] = body;
+      KILN_ASSIGN_OR_RETURN(s.branches[0], callee(c->body(), s.what));
     }
     mi->steps.push_back(std::move(s));
   }
