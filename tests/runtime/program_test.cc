@@ -684,6 +684,7 @@ struct RawProgram {
   int64_t dim = 2;
   int64_t cond_branch = -1;  // >= 0: y = cond(x, method cond_branch, method cond_branch)(x)
   int64_t loop_body = -1;    // >= 0: y = loop(None, None, method loop_body, 1, x)
+  bool with_callee = false;  // a second method "callee": y = OP(x)
 };
 
 std::vector<uint8_t> assemble(const RawProgram& r) {
@@ -716,6 +717,14 @@ std::vector<uint8_t> assemble(const RawProgram& r) {
   std::vector<flatbuffers::Offset<flatbuffers::String>> ops;
   for (const auto& o : r.operators) ops.push_back(fbb.CreateString(o));
   std::vector<flatbuffers::Offset<fb::Method>> methods = {method};
+  if (r.with_callee) {
+    std::vector<flatbuffers::Offset<fb::InstructionEntry>> kernel = {
+        fb::CreateInstructionEntry(fbb, fb::Instruction::KernelCall, call.Union())};
+    methods.push_back(fb::CreateMethod(fbb, fbb.CreateString("callee"), fbb.CreateVector(values),
+                                       0, fbb.CreateVector(in_list), fbb.CreateVector(in_names),
+                                       fbb.CreateVector(out_list), fbb.CreateVector(out_names),
+                                       fbb.CreateVector(kernel)));
+  }
   auto root = fb::CreateProgram(fbb, runtime::kProgramVersion, fbb.CreateVector(methods),
                                 fbb.CreateVector(ops), 0, 4096);
   fb::FinishProgramBuffer(fbb, root);
@@ -780,6 +789,12 @@ TEST(ProgramFileErrors, IndicesOpsAndDtypesInTheFlatbuffer) {
   EXPECT_EQ(load_error(assemble(loops_itself)),
             "invalid program: method 'forward': instructions[0]: body method 0 is not after this "
             "method (#0) in the program's 1 methods");
+  RawProgram wrong_body = ok;  // a body takes the iteration and condition and returns the condition
+  wrong_body.loop_body = 1;
+  wrong_body.with_callee = true;
+  EXPECT_EQ(load_error(assemble(wrong_body)),
+            "invalid program: method 'forward': instructions[0]: body method 'callee' takes 1 "
+            "inputs and returns 1 outputs; the call passes 3 and expects 2");
   RawProgram negative = ok;
   negative.dim = -4;
   EXPECT_EQ(load_error(assemble(negative)),
