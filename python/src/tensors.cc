@@ -39,6 +39,8 @@ py::dtype numpy_dtype(DType dtype) {
     case DType::kI8: return py::dtype::of<int8_t>();
     case DType::kU8: return py::dtype::of<uint8_t>();
     case DType::kU16: return py::dtype::of<uint16_t>();
+    case DType::kU32: return py::dtype::of<uint32_t>();
+    case DType::kU64: return py::dtype::of<uint64_t>();
     case DType::kBool: return py::dtype::of<bool>();
     case DType::kBF16: break;
   }
@@ -58,6 +60,8 @@ DType kiln_dtype(const py::array& array, const std::string& what) {
   if (kind == 'i' && size == 1) return DType::kI8;
   if (kind == 'u' && size == 1) return DType::kU8;
   if (kind == 'u' && size == 2) return DType::kU16;
+  if (kind == 'u' && size == 4) return DType::kU32;
+  if (kind == 'u' && size == 8) return DType::kU64;
   if (kind == 'b') return DType::kBool;
   throw py::type_error(fmt::format("{}: numpy dtype {} has no kiln dtype", what, std::string(py::str(static_cast<py::handle>(dt)))));
 }

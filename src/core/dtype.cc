@@ -23,6 +23,8 @@ constexpr std::array<DTypeInfo, kNumDTypes> kInfo = {{
     {"u8", 1, false, true},
     {"bool", 1, false, false},
     {"u16", 2, false, true},
+    {"u32", 4, false, true},
+    {"u64", 8, false, true},
 }};
 
 // Rank used for promotion within a category: wider wins.
@@ -34,7 +36,9 @@ int int_rank(DType t) {
     case DType::kI16: return 2;
     case DType::kU16: return 2;
     case DType::kI32: return 3;
+    case DType::kU32: return 3;
     case DType::kI64: return 4;
+    case DType::kU64: return 4;
     default: return -1;
   }
 }
@@ -70,6 +74,9 @@ std::optional<std::pair<int64_t, int64_t>> integer_range(DType dtype) {
     case DType::kU16: return R{0, 65535};
     case DType::kI16: return R{-32768, 32767};
     case DType::kI32: return R{std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
+    case DType::kU32: return R{0, std::numeric_limits<uint32_t>::max()};
+    // u64 values above INT64_MAX exist but do not fit the pair.
+    case DType::kU64: return R{0, std::numeric_limits<int64_t>::max()};
     case DType::kI64: return R{std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
     default: return std::nullopt;
   }
@@ -95,6 +102,14 @@ DType promote_types(DType a, DType b) {
   if ((a == DType::kU16 && signed_narrow(b)) || (b == DType::kU16 && signed_narrow(a))) {
     return DType::kI32;
   }
+  // u32 with a signed type of at most 32 bits needs 64; u64 with any signed type has no integer
+  // type holding both ranges, and is computed in i64 (ONNX's ops take one type, so only casts
+  // and kiln's own mixed arithmetic meet this).
+  auto is_signed = [](DType t) {
+    return t == DType::kI8 || t == DType::kI16 || t == DType::kI32 || t == DType::kI64;
+  };
+  auto wide_unsigned = [](DType t) { return t == DType::kU32 || t == DType::kU64; };
+  if ((wide_unsigned(a) && is_signed(b)) || (wide_unsigned(b) && is_signed(a))) return DType::kI64;
   return int_rank(a) >= int_rank(b) ? a : b;
 }
 

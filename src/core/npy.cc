@@ -28,7 +28,7 @@ struct DescrEntry {
 };
 constexpr DescrEntry kDescrs[] = {
     {"f4", DType::kF32}, {"f8", DType::kF64}, {"f2", DType::kF16}, {"i8", DType::kI64},
-    {"i4", DType::kI32}, {"i2", DType::kI16}, {"u2", DType::kU16}, {"i1", DType::kI8},  {"u1", DType::kU8},
+    {"i4", DType::kI32}, {"i2", DType::kI16}, {"u2", DType::kU16}, {"u4", DType::kU32}, {"u8", DType::kU64}, {"i1", DType::kI8},  {"u1", DType::kU8},
     {"b1", DType::kBool},
 };
 
@@ -198,7 +198,7 @@ Result<Tensor> parse_npy(std::span<const uint8_t> bytes, std::string_view source
   }
   if (!dtype) {
     return unsupported("{}: field 'descr': dtype '{}' is not supported (expected one of <f4 <f8 "
-                       "<f2 <i8 <i4 <i2 |i1 |u1 |b1)", source, descr);
+                       "<f2 <i8 <i4 <i2 <u8 <u4 <u2 |i1 |u1 |b1)", source, descr);
   }
   auto numel = checked_numel(shape);
   size_t esize = dtype_size(*dtype);

@@ -170,6 +170,8 @@ double Tensor::scalar_at(int64_t i) const {
     case DType::kI32: return static_cast<const int32_t*>(p)[i];
     case DType::kI16: return static_cast<const int16_t*>(p)[i];
     case DType::kU16: return static_cast<const uint16_t*>(p)[i];
+    case DType::kU32: return static_cast<const uint32_t*>(p)[i];
+    case DType::kU64: return static_cast<double>(static_cast<const uint64_t*>(p)[i]);
     case DType::kI8: return static_cast<const int8_t*>(p)[i];
     case DType::kU8: return static_cast<const uint8_t*>(p)[i];
     case DType::kBool: return static_cast<const uint8_t*>(p)[i] != 0 ? 1.0 : 0.0;
@@ -188,6 +190,8 @@ void Tensor::set_scalar_at(int64_t i, double v) {
     case DType::kI32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
     case DType::kI16: static_cast<int16_t*>(p)[i] = static_cast<int16_t>(v); break;
     case DType::kU16: static_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(v); break;
+    case DType::kU32: static_cast<uint32_t*>(p)[i] = static_cast<uint32_t>(v); break;
+    case DType::kU64: static_cast<uint64_t*>(p)[i] = static_cast<uint64_t>(v); break;
     case DType::kI8: static_cast<int8_t*>(p)[i] = static_cast<int8_t>(v); break;
     case DType::kU8: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); break;
     case DType::kBool: static_cast<uint8_t*>(p)[i] = v != 0 ? 1 : 0; break;

@@ -92,6 +92,8 @@ Status Parser::parse_constant(ExportedProgram* ep) {
       case DType::kI32: put(static_cast<int32_t>(ints[k])); break;
       case DType::kI16: put(static_cast<int16_t>(ints[k])); break;
       case DType::kU16: put(static_cast<uint16_t>(ints[k])); break;
+      case DType::kU32: put(static_cast<uint32_t>(ints[k])); break;
+      case DType::kU64: put(static_cast<uint64_t>(ints[k])); break;
       case DType::kI8: put(static_cast<int8_t>(ints[k])); break;
       case DType::kU8:
       case DType::kBool: put(static_cast<uint8_t>(ints[k])); break;

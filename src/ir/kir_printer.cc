@@ -171,6 +171,8 @@ std::string format_element(DType dtype, const uint8_t* p) {
     case DType::kI32: return std::to_string(load<int32_t>(p));
     case DType::kI16: return std::to_string(load<int16_t>(p));
     case DType::kU16: return std::to_string(load<uint16_t>(p));
+    case DType::kU32: return std::to_string(load<uint32_t>(p));
+    case DType::kU64: return std::to_string(load<uint64_t>(p));
     case DType::kI8: return std::to_string(load<int8_t>(p));
     case DType::kU8: return std::to_string(load<uint8_t>(p));
     case DType::kBool: return load<uint8_t>(p) != 0 ? "True" : "False";

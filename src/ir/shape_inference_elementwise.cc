@@ -110,6 +110,20 @@ Status infer_binary_div(const Node& node, SpecList* out) {
   return single(out, dtype, std::move(shape));
 }
 
+Status infer_bit_shift(const Node& node, SpecList* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  const TensorSpec& other = arg_spec(node, 1);
+  if (!is_integral(self.dtype)) {
+    return invalid_argument("argument 'self': got {}, expected an integer tensor",
+                            self.to_string());
+  }
+  KILN_RETURN_IF_ERROR(expect_same_dtype("other", other, "self", self));
+  Shape shape;
+  KILN_RETURN_IF_ERROR(
+      broadcast_shapes(self.shape, other.shape, "self", self, "other", other, &shape));
+  return single(out, self.dtype, std::move(shape));
+}
+
 Status infer_unary_numeric(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);
   KILN_RETURN_IF_ERROR(expect_numeric("self", self));

@@ -184,6 +184,17 @@ Status infer_matmul(const Node& node, SpecList* out) {
   return single(out, a.dtype, std::move(shape));
 }
 
+Status infer_det(const Node& node, SpecList* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  KILN_RETURN_IF_ERROR(expect_floating("self", self));
+  if (self.rank() < 2 ||
+      !dims_compatible(self.shape[self.rank() - 1], self.shape[self.rank() - 2])) {
+    return invalid_argument("argument 'self': got {}, expected [..., n, n] square matrices",
+                            self.to_string());
+  }
+  return single(out, self.dtype, Shape(self.shape.begin(), self.shape.end() - 2));
+}
+
 Status infer_linear(const Node& node, SpecList* out) {
   KILN_RETURN_IF_ERROR(check_fused_activation(node));
   const TensorSpec& input = arg_spec(node, 0);
@@ -676,6 +687,32 @@ Status infer_recurrent(const Node& node, SpecList* out) {
 }  // namespace kiln::shape
 
 namespace kiln::shape {
+
+Status infer_grid_sample(const Node& node, SpecList* out) {
+  const TensorSpec& self = arg_spec(node, 0);
+  const TensorSpec& grid = arg_spec(node, 1);
+  KILN_RETURN_IF_ERROR(expect_floating("self", self));
+  KILN_RETURN_IF_ERROR(expect_rank("self", self, 4));
+  KILN_RETURN_IF_ERROR(expect_same_dtype("grid", grid, "self", self));
+  if (grid.rank() != 4 || !(grid.shape[3] == Dim(2)) ||
+      !dims_compatible(grid.shape[0], self.shape[0])) {
+    return invalid_argument("argument 'grid': got {}, expected [{}, Ho, Wo, 2] (self {})",
+                            grid.to_string(), self.shape[0].to_string(), self.to_string());
+  }
+  const std::string& mode = node.kwarg("mode").to_str();
+  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic") {
+    return invalid_argument("argument 'mode': got '{}', expected bilinear, nearest or bicubic",
+                            mode);
+  }
+  const std::string& padding = node.kwarg("padding_mode").to_str();
+  if (padding != "zeros" && padding != "border" && padding != "reflection") {
+    return invalid_argument(
+        "argument 'padding_mode': got '{}', expected zeros, border or reflection", padding);
+  }
+  return single(
+      out, self.dtype,
+      {merge_dims(self.shape[0], grid.shape[0]), self.shape[1], grid.shape[1], grid.shape[2]});
+}
 
 Status infer_resize(const Node& node, SpecList* out) {
   const TensorSpec& self = arg_spec(node, 0);

@@ -19,6 +19,8 @@ void set_i64(Tensor& t, int64_t i, int64_t v) {
     case DType::kI32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); return; }
     case DType::kI16: { int16_t x = static_cast<int16_t>(v); std::memcpy(p, &x, 2); return; }
     case DType::kU16: { uint16_t x = static_cast<uint16_t>(v); std::memcpy(p, &x, 2); return; }
+    case DType::kU32: { uint32_t x = static_cast<uint32_t>(v); std::memcpy(p, &x, 4); return; }
+    case DType::kU64: { uint64_t x = static_cast<uint64_t>(v); std::memcpy(p, &x, 8); return; }
     case DType::kI8: { int8_t x = static_cast<int8_t>(v); std::memcpy(p, &x, 1); return; }
     case DType::kU8: { uint8_t x = static_cast<uint8_t>(v); std::memcpy(p, &x, 1); return; }
     case DType::kBool: { uint8_t x = v != 0; std::memcpy(p, &x, 1); return; }
@@ -91,6 +93,12 @@ int64_t get_i64(const Tensor& t, int64_t i) {
     case DType::kI32: { int32_t v; std::memcpy(&v, p, 4); return v; }
     case DType::kI16: { int16_t v; std::memcpy(&v, p, 2); return v; }
     case DType::kU16: { uint16_t v; std::memcpy(&v, p, 2); return v; }
+    case DType::kU32: { uint32_t v; std::memcpy(&v, p, 4); return v; }
+    case DType::kU64: {  // values above INT64_MAX saturate
+      uint64_t v;
+      std::memcpy(&v, p, 8);
+      return v > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(v);
+    }
     case DType::kI8: { int8_t v; std::memcpy(&v, p, 1); return v; }
     case DType::kU8: return *p;
     case DType::kBool: return *p != 0;

@@ -69,7 +69,7 @@ std::string sanitize_name(std::string_view name) {
 Importer::Importer(const OnnxImportOptions& options, std::string base_dir)
     : options_(options), base_dir_(std::move(base_dir)) {
   for (auto table : {elementwise_ops(), nn_ops(), tensor_ops(), shape_ops(), quant_ops(),
-                     sequence_ops(), training_ops(), control_ops()}) {
+                     sequence_ops(), training_ops(), control_ops(), signal_ops()}) {
     for (const OpEntry& e : table) table_.emplace(e.op_type, e.fn);
   }
 }

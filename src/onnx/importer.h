@@ -59,6 +59,7 @@ std::span<const OpEntry> quant_ops();        // ops_quant.cc
 std::span<const OpEntry> sequence_ops();     // ops_sequence.cc
 std::span<const OpEntry> training_ops();     // ops_training.cc (ai.onnx.preview.training)
 std::span<const OpEntry> control_ops();      // ops_control.cc (If, Loop, Scan)
+std::span<const OpEntry> signal_ops();       // ops_signal.cc (windows, DFT)
 
 /// Imports one ModelProto. Not reusable: one Importer per model.
 class Importer {

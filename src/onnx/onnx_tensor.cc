@@ -157,6 +157,8 @@ std::pair<const char*, int> typed_field(const TP& proto, DType dtype) {
     case DType::kF32: return {"float_data", proto.float_data_size()};
     case DType::kF64: return {"double_data", proto.double_data_size()};
     case DType::kI64: return {"int64_data", proto.int64_data_size()};
+    case DType::kU32:
+    case DType::kU64: return {"uint64_data", proto.uint64_data_size()};
     default: return {"int32_data", proto.int32_data_size()};
   }
 }
@@ -175,6 +177,8 @@ std::optional<DType> dtype_from_onnx(int32_t elem_type) {
     case TP::INT8: return DType::kI8;
     case TP::INT16: return DType::kI16;
     case TP::UINT16: return DType::kU16;
+    case TP::UINT32: return DType::kU32;
+    case TP::UINT64: return DType::kU64;
     case TP::INT32: return DType::kI32;
     case TP::INT64: return DType::kI64;
     case TP::BOOL: return DType::kBool;
@@ -202,6 +206,8 @@ int32_t dtype_to_onnx(DType dtype) {
     case DType::kI32: return TP::INT32;
     case DType::kI16: return TP::INT16;
     case DType::kU16: return TP::UINT16;
+    case DType::kU32: return TP::UINT32;
+    case DType::kU64: return TP::UINT64;
     case DType::kI8: return TP::INT8;
     case DType::kU8: return TP::UINT8;
     case DType::kBool: return TP::BOOL;
@@ -289,6 +295,16 @@ Result<Tensor> convert(const TP& proto, std::string* take_raw, const std::string
       break;
     case DType::kI32:
       copy_typed(proto.int32_data(), numel, [&](int64_t i, int32_t v) { std::memcpy(dst + i * 4, &v, 4); });
+      break;
+    // ONNX keeps uint32 and uint64 values in uint64_data.
+    case DType::kU32:
+      copy_typed(proto.uint64_data(), numel, [&](int64_t i, uint64_t v) {
+        uint32_t w = static_cast<uint32_t>(v);
+        std::memcpy(dst + i * 4, &w, 4);
+      });
+      break;
+    case DType::kU64:
+      copy_typed(proto.uint64_data(), numel, [&](int64_t i, uint64_t v) { std::memcpy(dst + i * 8, &v, 8); });
       break;
     case DType::kI16:
     case DType::kU16:

@@ -131,6 +131,14 @@ Status logical_binary(Importer& im, OpId op) {
   im.set_output(0, out);
   return Status::Ok();
 }
+Status convert_bit_shift(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(std::string direction, im.attr_str("direction", ""));
+  if (direction != "LEFT" && direction != "RIGHT") {
+    return invalid_argument("attribute 'direction': got '{}', expected LEFT or RIGHT", direction);
+  }
+  return logical_binary(im,
+                        direction == "LEFT" ? OpId::kBitwiseLeftShift : OpId::kBitwiseRightShift);
+}
 Status convert_and(Importer& im) { return logical_binary(im, OpId::kLogicalAnd); }
 Status convert_xor(Importer& im) { return logical_binary(im, OpId::kNe); }
 Status convert_or(Importer& im) { return logical_binary(im, OpId::kLogicalOr); }
@@ -490,6 +498,7 @@ constexpr OpEntry kElementwiseOps[] = {
     {"Sum", convert_sum},
     {"Mean", convert_mean},
     {"Mod", convert_mod},
+    {"BitShift", convert_bit_shift},
     {"Xor", convert_xor},
     {"Sin", convert_sin},
     {"Cos", convert_cos},

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 
 #include "convert_util.h"
 #include "fold.h"
@@ -115,19 +116,37 @@ Status convert_conv(Importer& im) {
   return Status::Ok();
 }
 
+// ConvTranspose in 2-D, and in 1-D as a 2-D one over [N, C, 1, L].
 Status convert_conv_transpose(Importer& im) {
   KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
   KILN_ASSIGN_OR_RETURN(TensorSpec ws, im.input_spec(1));
-  if (ws.rank() != 4 || xs.rank() != 4) {
-    return unsupported("only 2-D ConvTranspose is supported (X {}, W {})", xs.to_string(), ws.to_string());
+  const bool one_d = ws.rank() == 3 && xs.rank() == 3;
+  if (!one_d && (ws.rank() != 4 || xs.rank() != 4)) {
+    return unsupported("only 1-D and 2-D ConvTranspose are supported (X {}, W {})", xs.to_string(),
+                       ws.to_string());
+  }
+  if (one_d) {
+    xs.shape.insert(xs.shape.begin() + 2, Dim(1));
+    ws.shape.insert(ws.shape.begin() + 2, Dim(1));
   }
   auto wshape = ws.static_shape();
   if (!wshape) return unsupported("weight W has a symbolic shape {}", ws.to_string());
   const size_t n = 2;
-  KILN_ASSIGN_OR_RETURN(auto kernel, ints_or(im, "kernel_shape", {(*wshape)[2], (*wshape)[3]}, n));
-  KILN_ASSIGN_OR_RETURN(auto strides, ints_or(im, "strides", ones(n), n));
-  KILN_ASSIGN_OR_RETURN(auto dilations, ints_or(im, "dilations", ones(n), n));
-  KILN_ASSIGN_OR_RETURN(auto out_pad, ints_or(im, "output_padding", {0, 0}, n));
+  // Attribute `name` with 2-D default `dflt`. A 1-D node's values are the second spatial dim's,
+  // the first's being `first` (the [.., 1, L] image's height).
+  auto ints_2d = [&](std::string_view name, std::vector<int64_t> dflt,
+                     int64_t first) -> Result<std::vector<int64_t>> {
+    if (!one_d) return ints_or(im, name, dflt, dflt.size());
+    std::vector<int64_t> d1;
+    for (size_t i = 1; i < dflt.size(); i += 2) d1.push_back(dflt[i]);
+    KILN_ASSIGN_OR_RETURN(auto v, ints_or(im, name, d1, d1.size()));
+    if (v.size() == 1) return std::vector<int64_t>{first, v[0]};
+    return std::vector<int64_t>{first, v[0], first, v[1]};  // pads: begins, then ends
+  };
+  KILN_ASSIGN_OR_RETURN(auto kernel, ints_2d("kernel_shape", {(*wshape)[2], (*wshape)[3]}, 1));
+  KILN_ASSIGN_OR_RETURN(auto strides, ints_2d("strides", ones(n), 1));
+  KILN_ASSIGN_OR_RETURN(auto dilations, ints_2d("dilations", ones(n), 1));
+  KILN_ASSIGN_OR_RETURN(auto out_pad, ints_2d("output_padding", {0, 0}, 0));
   KILN_RETURN_IF_ERROR(check_positive(strides, "strides"));
   KILN_RETURN_IF_ERROR(check_positive(dilations, "dilations"));
   KILN_ASSIGN_OR_RETURN(int64_t group, im.attr_int("group", 1));
@@ -135,30 +154,47 @@ Status convert_conv_transpose(Importer& im) {
   KILN_ASSIGN_OR_RETURN(auto output_shape, im.attr_ints("output_shape"));
   std::vector<int64_t> pads(2 * n, 0);
   if (!output_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    if (output_shape.size() > n) output_shape.erase(output_shape.begin(), output_shape.end() - n);
+    const size_t given = one_d ? 1 : n;  // spatial sizes, after N and C when those are given too
+    if (output_shape.size() > given)
+      output_shape.erase(output_shape.begin(), output_shape.end() - static_cast<int64_t>(given));
+    if (!output_shape.empty() && output_shape.size() != given) {
+      return invalid_argument("attribute 'output_shape' has {} values, expected {}",
+                              output_shape.size(), given);
+    }
+    if (one_d && !output_shape.empty()) output_shape.insert(output_shape.begin(), 1);
     for (size_t i = 0; i < n; ++i) {
       const Dim& d = xs.shape[2 + i];
       if (!d.is_static()) return unsupported("output_shape/auto_pad need static spatial dims");
       int64_t in = d.value();
       int64_t target = output_shape.empty() ? in * strides[i] : output_shape[i];
       int64_t total = strides[i] * (in - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1 - target;
-      if (total < 0) return unsupported("output_shape larger than the full transposed convolution");
+      if (total < 0) {  // a larger output than the full convolution: extra rows at the end
+        out_pad[i] -= total;
+        total = 0;
+      }
       bool upper = auto_pad != "SAME_LOWER";
       pads[i] = upper ? total / 2 : total - total / 2;
       pads[i + n] = total - pads[i];
     }
   } else if (auto_pad == "NOTSET") {
-    KILN_ASSIGN_OR_RETURN(pads, ints_or(im, "pads", pads, 2 * n));
+    KILN_ASSIGN_OR_RETURN(pads, ints_2d("pads", pads, 0));
   } else if (auto_pad != "VALID") {
     return invalid_argument("attribute 'auto_pad': unknown value '{}'", auto_pad);
   }
   KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
   KILN_ASSIGN_OR_RETURN(Node * w, im.input(1, Role::kWeight));
+  if (one_d) {
+    KILN_ASSIGN_OR_RETURN(x, im.call(OpId::kUnsqueeze, {x}, {{"dim", int64_t{2}}}));
+    KILN_ASSIGN_OR_RETURN(w, im.call(OpId::kUnsqueeze, {w}, {{"dim", int64_t{2}}}));
+  }
   KILN_ASSIGN_OR_RETURN(Arg b, optional_weight(im, 2));
   KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kConvTranspose2d, {x, w, b},
                                           {{"stride", strides}, {"padding", compact_pads(pads)},
                                            {"output_padding", out_pad}, {"groups", group},
                                            {"dilation", dilations}}));
+  if (one_d) {
+    KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kSqueeze, {y}, {{"dim", std::vector<int64_t>{2}}}));
+  }
   im.set_output(0, y);
   return Status::Ok();
 }
@@ -450,16 +486,35 @@ Status convert_einsum(Importer& im) {
   for (size_t i = 0; i < sides.size(); ++i) {
     KILN_ASSIGN_OR_RETURN(auto labels,
                           einsum_labels(sides[i], specs[i].rank(), ellipsis_dims, "operand"));
-    std::vector<int> seen;
-    for (int l : labels) {
-      if (std::find(seen.begin(), seen.end(), l) != seen.end()) {
-        return unsupported("equation '{}' repeats a label within operand {} (a diagonal)", eq, i);
-      }
-      seen.push_back(l);
-      ++count[static_cast<size_t>(l)];
-    }
     KILN_ASSIGN_OR_RETURN(Node * n, im.input(i));
-    terms.push_back({n, labels, std::vector<Dim>(specs[i].shape.begin(), specs[i].shape.end())});
+    std::vector<Dim> dims(specs[i].shape.begin(), specs[i].shape.end());
+    for (int l : labels) ++count[static_cast<size_t>(l)];  // "ii" alone is a trace: i counts twice
+    // A label repeated within the operand takes its diagonal: the two dims masked with the
+    // identity, then the second summed away.
+    for (size_t q = 1; q < labels.size(); ++q) {
+      const auto p = static_cast<size_t>(
+          std::find(labels.begin(), labels.begin() + static_cast<std::ptrdiff_t>(q), labels[q]) -
+          labels.begin());
+      if (p == q) continue;
+      if (!dims[p].is_static() || !(dims[p] == dims[q])) {
+        return unsupported(
+            "equation '{}': the diagonal of operand {} needs equal static dims, got {}", eq, i,
+            specs[i].to_string());
+      }
+      const int64_t size = dims[p].value();
+      std::vector<int64_t> mask_shape(labels.size(), 1);
+      mask_shape[p] = mask_shape[q] = size;
+      Tensor eye(specs[i].dtype, mask_shape);
+      for (int64_t k = 0; k < size * size; ++k) eye.set_scalar_at(k, k / size == k % size ? 1 : 0);
+      KILN_ASSIGN_OR_RETURN(n,
+                            im.call(OpId::kMul, {n, im.constant_node(std::move(eye), "diagonal")}));
+      KILN_ASSIGN_OR_RETURN(
+          n, im.call(OpId::kSum, {n}, {{"dim", std::vector<int64_t>{static_cast<int64_t>(q)}}}));
+      labels.erase(labels.begin() + static_cast<std::ptrdiff_t>(q));
+      dims.erase(dims.begin() + static_cast<std::ptrdiff_t>(q));
+      --q;
+    }
+    terms.push_back({n, labels, dims});
   }
   // The output: as written, or the ellipsis dims then the labels used once, alphabetically.
   std::vector<int> out;
@@ -503,9 +558,55 @@ Status no_extra_outputs(Importer& im, std::string_view what) {
   return Status::Ok();
 }
 
+// BatchNormalization with training_mode=1 (opset 14+): normalizes with the batch's own mean
+// and (population) variance over every dim but the channels, and returns the running statistics
+// updated with them: running * momentum + batch * (1 - momentum).
+Status batch_norm_training(Importer& im, float eps) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(float momentum, im.attr_float("momentum", 0.9f));
+  if (xs.rank() < 2)
+    return invalid_argument("input 'X': got {}, expected [N, C, ...]", xs.to_string());
+  std::vector<int64_t> dims{0}, channel_shape{-1};
+  for (int64_t d = 2; d < static_cast<int64_t>(xs.rank()); ++d) {
+    dims.push_back(d);
+    channel_shape.push_back(1);
+  }
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  Kwargs reduce = {{"dim", dims}, {"keepdim", true}};
+  KILN_ASSIGN_OR_RETURN(Node * mean, im.call(OpId::kMean, {x}, reduce));
+  KILN_ASSIGN_OR_RETURN(Node * d, im.call(OpId::kSub, {x, mean}));
+  KILN_ASSIGN_OR_RETURN(Node * sq, im.call(OpId::kMul, {d, d}));
+  KILN_ASSIGN_OR_RETURN(Node * var, im.call(OpId::kMean, {sq}, reduce));
+  KILN_ASSIGN_OR_RETURN(Node * inv, im.call(OpId::kAdd, {var, Arg(static_cast<double>(eps))}));
+  KILN_ASSIGN_OR_RETURN(inv, im.call(OpId::kRsqrt, {inv}));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kMul, {d, inv}));
+  for (size_t i = 1; i <= 2; ++i) {  // scale, then bias
+    KILN_ASSIGN_OR_RETURN(Node * p, im.input(i));
+    KILN_ASSIGN_OR_RETURN(p, im.call(OpId::kReshape, {p}, {{"shape", channel_shape}}));
+    KILN_ASSIGN_OR_RETURN(y, im.call(i == 1 ? OpId::kMul : OpId::kAdd, {y, p}));
+  }
+  im.set_output(0, y);
+  Node* batch_stats[] = {mean, var};
+  for (size_t i = 1; i <= 2 && i < im.num_outputs(); ++i) {
+    if (!im.output_used(i)) continue;
+    KILN_ASSIGN_OR_RETURN(Node * running, im.input(2 + i));
+    KILN_ASSIGN_OR_RETURN(running,
+                          im.call(OpId::kMul, {running, Arg(static_cast<double>(momentum))}));
+    KILN_ASSIGN_OR_RETURN(Node * s, im.call(OpId::kReshape, {batch_stats[i - 1]},
+                                            {{"shape", std::vector<int64_t>{-1}}}));
+    KILN_ASSIGN_OR_RETURN(s, im.call(OpId::kMul, {s, Arg(1.0 - static_cast<double>(momentum))}));
+    KILN_ASSIGN_OR_RETURN(running, im.call(OpId::kAdd, {running, s}));
+    im.set_output(i, running);
+  }
+  return Status::Ok();
+}
+
 Status convert_batch_norm(Importer& im) {
   KILN_ASSIGN_OR_RETURN(int64_t training, im.attr_int("training_mode", 0));
-  if (training) return unsupported("training_mode=1 is not supported");
+  if (training) {
+    KILN_ASSIGN_OR_RETURN(float eps, im.attr_float("epsilon", 1e-5f));
+    return batch_norm_training(im, eps);
+  }
   KILN_RETURN_IF_ERROR(no_extra_outputs(im, "running statistics"));
   KILN_ASSIGN_OR_RETURN(float eps, im.attr_float("epsilon", 1e-5f));
   KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
@@ -752,7 +853,34 @@ Status convert_pool(Importer& im, bool is_max) {
     pads = compact_pads({0, begin, 0, end});
     KILN_ASSIGN_OR_RETURN(x, im.call(OpId::kUnsqueeze, {x}, {{"dim", int64_t{2}}}));
   }
-  Kwargs kw{{"kernel_size", kernel}, {"stride", strides}, {"padding", pads},
+  KILN_ASSIGN_OR_RETURN(int64_t include_pad, im.attr_int("count_include_pad", 0));
+  // Padding wider than half the (dilated) window, which the pool ops do not take, is written
+  // out: -inf for max, zeros for average (divided by the pooled mask of real elements when the
+  // padding does not count).
+  Node* mask = nullptr;
+  if (pads.size() == 2) pads = {pads[0], pads[1], pads[0], pads[1]};
+  bool wide = false;
+  for (size_t i = 0; i < 4; ++i) wide |= pads[i] > (dilations[i % 2] * (kernel[i % 2] - 1) + 1) / 2;
+  if (wide) {
+    const std::vector<int64_t> list{pads[1], pads[3], pads[0], pads[2]};  // W then H
+    const double fill = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+    KILN_ASSIGN_OR_RETURN(x, im.call(OpId::kPad, {x}, {{"pad", list}, {"value", fill}}));
+    if (!is_max && include_pad == 0) {
+      KILN_ASSIGN_OR_RETURN(auto shape,
+                            im.static_input_shape(0, "padding wider than half the window"));
+      const int64_t h = one_d ? 1 : shape[2], w = shape.back();
+      Tensor ones(DType::kF32, {1, 1, h + pads[0] + pads[2], w + pads[1] + pads[3]});
+      for (int64_t r = 0; r < h; ++r) {
+        for (int64_t c = 0; c < w; ++c)
+          ones.set_scalar_at((r + pads[0]) * ones.dim(3) + c + pads[1], 1);
+      }
+      mask = im.constant_node(std::move(ones), "pool_mask");
+    }
+    pads = {0, 0, 0, 0};
+  }
+  Kwargs kw{{"kernel_size", kernel},
+            {"stride", strides},
+            {"padding", compact_pads(pads)},
             {"ceil_mode", ceil_mode != 0}};
   OpId op = OpId::kMaxPool2d;
   if (is_max) {
@@ -760,11 +888,14 @@ Status convert_pool(Importer& im, bool is_max) {
     if (order != 0) return unsupported("storage_order=1 is not supported");
     kw.emplace_back("dilation", dilations);
   } else {
-    KILN_ASSIGN_OR_RETURN(int64_t include_pad, im.attr_int("count_include_pad", 0));
     kw.emplace_back("count_include_pad", include_pad != 0);
     op = OpId::kAvgPool2d;
   }
   KILN_ASSIGN_OR_RETURN(Node * y, im.call(op, {x}, kw));
+  if (mask != nullptr) {
+    KILN_ASSIGN_OR_RETURN(Node * share, im.call(op, {mask}, kw));
+    KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kDiv, {y, share}));
+  }
   if (one_d) {
     KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kSqueeze, {y}, {{"dim", std::vector<int64_t>{2}}}));
   }
@@ -1218,6 +1349,105 @@ Status convert_lstm(Importer& im) { return convert_recurrent(im, OpId::kLstm, 2)
 Status convert_gru(Importer& im) { return convert_recurrent(im, OpId::kGru, 1); }
 Status convert_rnn(Importer& im) { return convert_recurrent(im, OpId::kRnn, 1); }
 
+Status convert_grid_sample(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(std::string mode, im.attr_str("mode", "bilinear"));
+  KILN_ASSIGN_OR_RETURN(std::string padding, im.attr_str("padding_mode", "zeros"));
+  KILN_ASSIGN_OR_RETURN(int64_t align, im.attr_int("align_corners", 0));
+  // Opset 20 renamed the modes after their N-D forms.
+  if (mode == "linear") mode = "bilinear";
+  if (mode == "cubic") mode = "bicubic";
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  if (xs.rank() != 4) return unsupported("only 2-D GridSample is supported (X {})", xs.to_string());
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * grid, im.input(1));
+  KILN_ASSIGN_OR_RETURN(
+      Node * y,
+      im.call(OpId::kGridSample, {x, grid},
+              {{"mode", mode}, {"padding_mode", padding}, {"align_corners", align != 0}}));
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
+Status convert_det(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kDet, {x}));
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
+// MaxUnpool: X's values written at their MaxPool indices (flat over the whole tensor) into
+// zeros of the default shape, (in - 1) * stride - pads + kernel per spatial dim; an output_shape
+// (a constant, or computed when the model runs) pads that with zeros at the end of each dim.
+Status convert_max_unpool(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(auto in, im.static_input_shape(0, "the output shape is computed from it"));
+  const size_t n = in.size() < 3 ? 0 : in.size() - 2;
+  KILN_ASSIGN_OR_RETURN(auto kernel, im.attr_ints("kernel_shape"));
+  KILN_ASSIGN_OR_RETURN(auto strides, im.attr_ints("strides"));
+  KILN_ASSIGN_OR_RETURN(auto pads, im.attr_ints("pads"));
+  if (strides.empty()) strides.assign(n, 1);
+  if (pads.empty()) pads.assign(2 * n, 0);
+  if (n == 0 || kernel.size() != n || strides.size() != n || pads.size() != 2 * n) {
+    return invalid_argument("attributes kernel_shape, strides and pads do not fit X {}",
+                            xs.to_string());
+  }
+  std::vector<int64_t> shape{in[0], in[1]};
+  int64_t total = in[0] * in[1];
+  for (size_t d = 0; d < n; ++d) {
+    const int64_t v = (in[d + 2] - 1) * strides[d] - pads[d] - pads[d + n] + kernel[d];
+    if (v < 1 || v > (int64_t{1} << 40) / std::max<int64_t>(total, 1)) {
+      return invalid_argument("the unpooled size of dim {} ({}) is not a valid size", d + 2, v);
+    }
+    shape.push_back(v);
+    total *= v;
+  }
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * index, im.input(1));
+  KILN_ASSIGN_OR_RETURN(Node * values, im.call(OpId::kFlatten, {x}));
+  KILN_ASSIGN_OR_RETURN(index, im.call(OpId::kFlatten, {index}));
+  KILN_ASSIGN_OR_RETURN(
+      Node * zeros,
+      im.call(OpId::kFull, {},
+              {{"size", std::vector<int64_t>{total}}, {"fill_value", 0.0}, {"dtype", xs.dtype}}));
+  KILN_ASSIGN_OR_RETURN(Node * y,
+                        im.call(OpId::kScatter, {zeros, index, values}, {{"dim", int64_t{0}}}));
+  KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kReshape, {y}, {{"shape", shape}}));
+  if (im.has_input(2) && im.is_runtime_input(2)) {  // pads at the end: output_shape - shape
+    KILN_ASSIGN_OR_RETURN(Node * out, im.input(2));
+    Tensor base(DType::kI64, {static_cast<int64_t>(shape.size())});
+    for (size_t d = 0; d < shape.size(); ++d) base.mutable_data_as<int64_t>()[d] = shape[d];
+    KILN_ASSIGN_OR_RETURN(
+        Node * ends,
+        im.call(OpId::kSub, {out, im.constant_node(std::move(base), "unpooled_shape")}));
+    Node* begins =
+        im.constant_node(Tensor(DType::kI64, {static_cast<int64_t>(shape.size())}), "no_pads");
+    KILN_ASSIGN_OR_RETURN(Node * all, im.call(OpId::kCat, {std::vector<Node*>{begins, ends}}));
+    KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kDynamicPad, {y, all}));
+  } else if (im.has_input(2)) {
+    KILN_ASSIGN_OR_RETURN(auto out, im.require_ints(2, "input 'output_shape'"));
+    if (out.size() != shape.size()) {
+      return invalid_argument("input 'output_shape' [{}] does not have X's rank ({})",
+                              fmt::join(out, ", "), xs.to_string());
+    }
+    std::vector<int64_t> list;  // torch order: the last dim first
+    bool any = false;
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (out[d] < shape[d] || out[d] > (int64_t{1} << 31)) {
+        return invalid_argument("input 'output_shape' [{}] is smaller than the unpooled [{}]",
+                                fmt::join(out, ", "), fmt::join(shape, ", "));
+      }
+      list.push_back(0);
+      list.push_back(out[d] - shape[d]);
+      any |= out[d] != shape[d];
+    }
+    if (any) {
+      KILN_ASSIGN_OR_RETURN(y, im.call(OpId::kPad, {y}, {{"pad", list}}));
+    }
+  }
+  im.set_output(0, y);
+  return Status::Ok();
+}
+
 constexpr OpEntry kNnOps[] = {
     {"Conv", convert_conv},
     {"NegativeLogLikelihoodLoss", convert_nll_loss},
@@ -1239,6 +1469,9 @@ constexpr OpEntry kNnOps[] = {
     {"LogSoftmax", convert_log_softmax},
     {"Hardmax", convert_hardmax},
     {"Resize", convert_resize},
+    {"GridSample", convert_grid_sample},
+    {"Det", convert_det},
+    {"MaxUnpool", convert_max_unpool},
     {"DepthToSpace", convert_depth_to_space},
     {"SpaceToDepth", convert_space_to_depth},
     {"LSTM", convert_lstm},

@@ -501,6 +501,39 @@ Status convert_gather_elements(Importer& im) {
   return forward(im, y);
 }
 
+// ReverseSequence: for batch entry b, the first sequence_lens[b] steps along the time axis in
+// reverse order, the rest as they are; a gather along the time axis with index
+// (t < len ? len - 1 - t : t).
+Status convert_reverse_sequence(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
+  KILN_ASSIGN_OR_RETURN(int64_t batch_axis, im.attr_int("batch_axis", 1));
+  KILN_ASSIGN_OR_RETURN(int64_t time_axis, im.attr_int("time_axis", 0));
+  if (xs.rank() < 2 || batch_axis < 0 || batch_axis > 1 || time_axis != 1 - batch_axis) {
+    return invalid_argument(
+        "attributes batch_axis {} and time_axis {}: expected 0 and 1 in some order (input {})",
+        batch_axis, time_axis, xs.to_string());
+  }
+  KILN_ASSIGN_OR_RETURN(auto shape, im.static_input_shape(0, "the index tensor has its shape"));
+  const int64_t steps = shape[static_cast<size_t>(time_axis)];
+  std::vector<int64_t> t_shape(xs.rank(), 1), len_shape(xs.rank(), 1);
+  t_shape[static_cast<size_t>(time_axis)] = steps;
+  len_shape[static_cast<size_t>(batch_axis)] = shape[static_cast<size_t>(batch_axis)];
+  Tensor t(DType::kI64, t_shape);
+  for (int64_t i = 0; i < steps; ++i) t.mutable_data_as<int64_t>()[i] = i;
+  Node* time = im.constant_node(std::move(t), "steps");
+  KILN_ASSIGN_OR_RETURN(Node * len, im.input(1));
+  KILN_ASSIGN_OR_RETURN(len, im.call(OpId::kCast, {len}, {{"dtype", DType::kI64}}));
+  KILN_ASSIGN_OR_RETURN(len, im.call(OpId::kReshape, {len}, {{"shape", len_shape}}));
+  KILN_ASSIGN_OR_RETURN(Node * inside, im.call(OpId::kLt, {time, len}));
+  KILN_ASSIGN_OR_RETURN(Node * reversed, im.call(OpId::kSub, {len, Arg(int64_t{1})}));
+  KILN_ASSIGN_OR_RETURN(reversed, im.call(OpId::kSub, {reversed, time}));
+  KILN_ASSIGN_OR_RETURN(Node * index, im.call(OpId::kWhere, {inside, reversed, time}));
+  KILN_ASSIGN_OR_RETURN(index, im.call(OpId::kExpand, {index}, {{"size", shape}}));
+  KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Node * y, im.call(OpId::kGather, {x, index}, {{"dim", time_axis}}));
+  return forward(im, y);
+}
+
 Status convert_expand(Importer& im) {
   KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
   if (im.is_runtime_input(1)) {  // a shape the model computes: read when the program runs
@@ -1070,6 +1103,7 @@ constexpr OpEntry kTensorOps[] = {
     {"ReduceLogSumExp", convert_reduce_log_sum_exp},
     {"ArgMax", convert_argmax},
     {"ArgMin", convert_argmin},
+    {"ReverseSequence", convert_reverse_sequence},
     {"Trilu", convert_trilu},
     {"CumSum", convert_cumsum},
     {"OneHot", convert_one_hot},

@@ -57,6 +57,12 @@ TEST(DTypeTest, NamesRoundTripAndPromotionFollowsTorch) {
   EXPECT_EQ(promote_types(DType::kF16, DType::kBF16), DType::kF32);
   EXPECT_EQ(promote_types(DType::kBool, DType::kI32), DType::kI32);
   EXPECT_EQ(promote_types(DType::kF64, DType::kF16), DType::kF64);
+  EXPECT_EQ(promote_types(DType::kU32, DType::kI32), DType::kI64);
+  EXPECT_EQ(promote_types(DType::kU64, DType::kI8), DType::kI64);
+  EXPECT_EQ(promote_types(DType::kU32, DType::kU64), DType::kU64);
+  EXPECT_EQ(promote_types(DType::kU8, DType::kU32), DType::kU32);
+  EXPECT_EQ(dtype_from_name("u64"), DType::kU64);
+  EXPECT_EQ(dtype_size(DType::kU32), 4u);
 }
 
 }  // namespace

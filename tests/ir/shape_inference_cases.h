@@ -71,6 +71,8 @@ inline TensorSpec f16(std::vector<Dim> s) { return TensorSpec(DType::kF16, std::
 inline TensorSpec i64(std::vector<Dim> s) { return TensorSpec(DType::kI64, std::move(s)); }
 inline TensorSpec i32(std::vector<Dim> s) { return TensorSpec(DType::kI32, std::move(s)); }
 inline TensorSpec i8(std::vector<Dim> s) { return TensorSpec(DType::kI8, std::move(s)); }
+inline TensorSpec f64(std::vector<Dim> s) { return TensorSpec(DType::kF64, std::move(s)); }
+inline TensorSpec u32(std::vector<Dim> s) { return TensorSpec(DType::kU32, std::move(s)); }
 inline TensorSpec b8(std::vector<Dim> s) { return TensorSpec(DType::kBool, std::move(s)); }
 
 inline std::string specs_text(const std::vector<TensorSpec>& v) {

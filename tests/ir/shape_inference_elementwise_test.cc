@@ -41,6 +41,13 @@ std::vector<ShapeCase> elementwise_cases() {
       ok("remainder", O::kRemainder, {i64({3}), i64({1})}, {In{0}, In{1}}, {}, {i64({3})}),
       err("remainder no broadcast", O::kRemainder, {f32({2}), f32({3})}, {In{0}, In{1}}, {}, "argument 'other': got f32[3]"),
       ok("fmod", O::kFmod, {f16({3})}, {In{0}, 2.0}, {}, {f16({3})}),
+      ok("left shift broadcast", O::kBitwiseLeftShift, {u32({B, 3}), u32({3})}, {In{0}, In{1}}, {},
+         {u32({B, 3})}),
+      ok("right shift", O::kBitwiseRightShift, {i64({2}), i64({})}, {In{0}, In{1}}, {}, {i64({2})}),
+      err("shift float", O::kBitwiseLeftShift, {f32({2}), f32({2})}, {In{0}, In{1}}, {},
+          "argument 'self': got f32[2], expected an integer tensor"),
+      err("shift mixed types", O::kBitwiseRightShift, {u32({2}), i64({2})}, {In{0}, In{1}}, {},
+          "argument 'other': got i64[2]"),
       err("fmod no broadcast", O::kFmod, {f32({2}), f32({3})}, {In{0}, In{1}}, {}, "argument 'other': got f32[3]"),
       // Unary.
       ok("neg", O::kNeg, {i32({2})}, {In{0}}, {}, {i32({2})}),

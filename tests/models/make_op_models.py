@@ -187,7 +187,7 @@ def cases():
              inits={"s": np.array(0.1, np.float32), "z": np.array(-3, np.int8)}),
     ]
     return (out + quant_cases() + if_cases() + loop_cases() + value_shaped_cases()
-            + volume_cases())
+            + volume_cases() + coverage_cases())
 
 
 def if_cases():
@@ -282,6 +282,60 @@ def volume_cases():
              pads=[1, 1, 0, 0, 1, 1]),
         case("avg_pool3d_pad", "AveragePool", {"x": x}, kernel_shape=[3, 3, 2],
              strides=[2, 2, 2], pads=[1, 1, 1, 1, 1, 1], count_include_pad=1, ceil_mode=1),
+    ]
+
+
+def coverage_cases():
+    """GridSample, unsigned 32/64-bit arithmetic and BitShift, Det, DFT, the window functions,
+    ReverseSequence, MaxUnpool, training-mode BatchNormalization, 1-D ConvTranspose and pooling
+    padded wider than half the window, Einsum diagonals."""
+    r = rng(7)
+    f = lambda *s: r.standard_normal(s).astype(np.float32)  # noqa: E731
+    U32, U64, I64 = TensorProto.UINT32, TensorProto.UINT64, TensorProto.INT64
+    img = f(2, 3, 5, 6)
+    grid = (r.random((2, 4, 7, 2)) * 2.6 - 1.3).astype(np.float32)  # reaches past the edges
+    u32 = r.integers(0, 2**32, (3, 4), dtype=np.uint64).astype(np.uint32)
+    u64 = r.integers(0, 2**63, (3, 4), dtype=np.uint64) * np.uint64(2)
+    shifts = lambda t: r.integers(0, np.iinfo(t).bits, (3, 4)).astype(t)  # noqa: E731
+    pooled = np.array([[[[5.0, 7.0], [2.0, 9.0]]]], np.float32)
+    where = np.array([[[[5, 3], [12, 15]]]], np.int64)  # a 2x2 max pool's picks in 4x4
+    return [
+        case("grid_sample_bilinear", "GridSample", {"x": img, "g": grid}, opset=16),
+        case("grid_sample_bicubic_reflect", "GridSample", {"x": img, "g": grid}, opset=16,
+             mode="bicubic", padding_mode="reflection", align_corners=1),
+        case("grid_sample_nearest_border", "GridSample", {"x": img, "g": grid}, opset=16,
+             mode="nearest", padding_mode="border"),
+        case("shift_left_u32", "BitShift", {"x": u32, "s": shifts(np.uint32)}, out_type=U32,
+             direction="LEFT"),
+        case("shift_right_u64", "BitShift", {"x": u64, "s": shifts(np.uint64)}, out_type=U64,
+             direction="RIGHT"),
+        case("max_u64", "Max", {"a": u64, "b": u64[::-1].copy()}, out_type=U64),
+        case("mod_u32", "Mod", {"a": u32, "b": (u32 % 1000 + 1).astype(np.uint32)}, out_type=U32),
+        case("det", "Det", {"x": f(3, 4, 4)}),
+        case("dft_onesided_padded", "DFT", {"x": f(2, 9, 3, 1)}, opset=17, order=["x", "n"],
+             inits={"n": np.array(12, np.int64)}, onesided=1),
+        case("dft_inverse_axis2", "DFT", {"x": f(2, 3, 8, 2)}, opset=17, axis=2, inverse=1),
+        case("hann_window_runtime", "HannWindow", {"n": np.array(11, np.int64)}, opset=17),
+        case("blackman_window_symmetric", "BlackmanWindow", {"n": np.array(9, np.int32)},
+             opset=17, periodic=0),
+        case("reverse_sequence", "ReverseSequence",
+             {"x": f(5, 3, 2), "lens": np.array([5, 1, 3], np.int64)}, batch_axis=1,
+             time_axis=0),
+        case("max_unpool", "MaxUnpool", {"x": pooled, "i": where}, kernel_shape=[2, 2],
+             strides=[2, 2]),
+        case("batch_norm_training", "BatchNormalization",
+             {"x": f(4, 3, 5, 2), "s": f(3), "b": f(3), "m": f(3), "v": np.abs(f(3)) + 0.5},
+             n_out=3, opset=15, training_mode=1, momentum=0.8),
+        case("conv_transpose_1d", "ConvTranspose", {"x": f(2, 4, 9)},
+             inits={"w": f(4, 3, 3), "b": f(3)}, strides=[2], pads=[1, 0], output_padding=[1]),
+        case("max_pool_wide_pad", "MaxPool", {"x": f(1, 2, 6, 7)}, kernel_shape=[3, 2],
+             pads=[2, 0, 1, 1], strides=[2, 1]),
+        case("avg_pool_wide_pad", "AveragePool", {"x": f(1, 2, 6, 7)}, kernel_shape=[3, 3],
+             pads=[2, 1, 2, 2], strides=[1, 2]),
+        case("avg_pool_wide_pad_counted", "AveragePool", {"x": f(1, 2, 6, 7)},
+             kernel_shape=[3, 3], pads=[2, 2, 0, 2], count_include_pad=1),
+        case("einsum_diagonal", "Einsum", {"x": f(2, 4, 4), "y": f(4, 3)}, equation="bii,ij->bj"),
+        case("einsum_trace", "Einsum", {"x": f(5, 5)}, equation="ii"),
     ]
 
 

@@ -1004,6 +1004,60 @@ TEST(OnnxOps, RuntimePadsAreDynamicPad) {
   EXPECT_EQ(pad->kwarg("axes").to_ints(), std::vector<int64_t>{1});
 }
 
+// A window of a constant size is a constant; of a size the model computes, an arange through
+// cos. DFT is two matrix products with constant cos / sin matrices [n, bins].
+TEST(OnnxOps, WindowsAndDftDecompose) {
+  B b(17);
+  b.input("n", {}, onnx::TensorProto::INT64).input("x", {2, 9, 1});
+  b.init_ints("five", {5}, true);
+  b.init_ints("len", {12}, true);
+  b.node("HannWindow", {"five"}, {"c"}, "c");
+  B::attr_int(b.node("BlackmanWindow", {"n"}, {"w"}, "w"), "periodic", 0);
+  B::attr_int(b.node("DFT", {"x", "len"}, {"f"}, "f"), "onesided", 1);
+  b.output("c").output("w").output("f");
+  auto p = import_model(b);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_TRUE(p->lint().ok()) << p->lint().message();
+  EXPECT_EQ(p->user_outputs()[0]->op(), OpKind::kPlaceholder);  // folded to a constant
+  EXPECT_EQ(p->user_outputs()[1]->spec().to_string(), "f32[w_2_d0]");  // the arange, third node of w
+  EXPECT_EQ(p->user_outputs()[2]->spec().to_string(), "f32[2, 7, 2]");
+  const std::vector<std::string> ops = call_ops(*p);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "dynamic_arange"), 1);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "matmul"), 2);
+}
+
+// BitShift, GridSample and Det map to one kiln op each; ReverseSequence is a gather and MaxUnpool a
+// scatter into zeros.
+TEST(OnnxOps, ShiftsGridSampleDetReverseSequenceMaxUnpool) {
+  B b(16);
+  b.input("a", {3}, onnx::TensorProto::UINT64).input("s", {3}, onnx::TensorProto::UINT64);
+  b.input("img", {1, 2, 4, 4}).input("grid", {1, 3, 3, 2}).input("m", {5, 3, 3});
+  b.input("seq", {4, 2}).input("lens", {2}, onnx::TensorProto::INT64);
+  b.input("v", {1, 1, 2, 2}).input("i", {1, 1, 2, 2}, onnx::TensorProto::INT64);
+  B::attr_str(b.node("BitShift", {"a", "s"}, {"l"}, "l"), "direction", "LEFT");
+  B::attr_str(b.node("GridSample", {"img", "grid"}, {"g"}, "g"), "mode", "nearest");
+  b.node("Det", {"m"}, {"d"}, "d");
+  B::attr_int(b.node("ReverseSequence", {"seq", "lens"}, {"r"}, "r"), "batch_axis", 1);
+  auto& u = b.node("MaxUnpool", {"v", "i"}, {"u"}, "u");
+  B::attr_ints(u, "kernel_shape", {2, 2});
+  B::attr_ints(u, "strides", {2, 2});
+  b.output("l").output("g").output("d").output("r").output("u");
+  auto p = import_model(b);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_TRUE(p->lint().ok()) << p->lint().message();
+  const auto& outs = p->user_outputs();
+  EXPECT_EQ(outs[0]->target(), OpId::kBitwiseLeftShift);
+  EXPECT_EQ(outs[0]->spec().to_string(), "u64[3]");
+  EXPECT_EQ(outs[1]->target(), OpId::kGridSample);
+  EXPECT_EQ(outs[1]->kwarg("mode").to_str(), "nearest");
+  EXPECT_EQ(outs[1]->spec().to_string(), "f32[1, 2, 3, 3]");
+  EXPECT_EQ(outs[2]->target(), OpId::kDet);
+  EXPECT_EQ(outs[2]->spec().to_string(), "f32[5]");
+  EXPECT_EQ(outs[3]->target(), OpId::kGather);
+  EXPECT_EQ(outs[3]->spec().to_string(), "f32[4, 2]");
+  EXPECT_EQ(outs[4]->spec().to_string(), "f32[1, 1, 4, 4]");
+}
+
 // Shape operands the model computes become ops that read them when the program runs; their
 // output dims are symbols named after the node.
 TEST(OnnxOps, RuntimeShapeOperandsReadWhenTheProgramRuns) {

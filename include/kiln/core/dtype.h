@@ -22,9 +22,11 @@ enum class DType : uint8_t {
   kU8 = 8,
   kBool = 9,
   kU16 = 10,  ///< 16-bit quantized activations (Qualcomm 16a configurations)
+  kU32 = 11,
+  kU64 = 12,
 };
 
-inline constexpr int kNumDTypes = 11;
+inline constexpr int kNumDTypes = 13;
 
 /// Short name used in .kir text ("f32", "i64", "bool", ...).
 std::string_view dtype_name(DType dtype);

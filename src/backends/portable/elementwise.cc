@@ -299,6 +299,50 @@ Status fmod(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* out
   return modulo(ctx, args, outputs, "fmod", false);
 }
 
+namespace {
+
+// A shift by the type's width or more (or by a negative amount) gives 0; a right shift of a
+// negative signed value is arithmetic.
+template <bool Left>
+Status bit_shift(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  const char* op = Left ? "bitwise_left_shift" : "bitwise_right_shift";
+  KILN_ASSIGN_OR_RETURN(Prepared p, prepare_binary(ctx, args, op, "other"));
+  if (!is_integral(p.common)) return bad_dtype(op, p.common);
+  Tensor out = ctx.allocate(p.common, p.shape);
+  dispatch_arith(p.common, [&](auto t) {
+    using T = decltype(t);
+    if constexpr (std::is_integral_v<T>) {
+      binary_loop<T, T, T>(ctx, p.a, p.b, out, [](T x, T s) -> T {
+        using U = std::make_unsigned_t<T>;
+        constexpr int64_t kBits = sizeof(T) * 8;
+        const auto n = static_cast<int64_t>(s);
+        if (n < 0 || n >= kBits) {
+          if constexpr (std::is_signed_v<T>) {
+            if (!Left && x < 0) return static_cast<T>(-1);
+          }
+          return T{0};
+        }
+        if constexpr (Left) return static_cast<T>(static_cast<U>(x) << n);
+        return static_cast<T>(x >> n);
+      });
+    }
+  });
+  outputs->push_back(std::move(out));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status bitwise_left_shift(KernelContext& ctx, const KernelArgs& args,
+                          std::vector<Tensor>* outputs) {
+  return bit_shift<true>(ctx, args, outputs);
+}
+
+Status bitwise_right_shift(KernelContext& ctx, const KernelArgs& args,
+                           std::vector<Tensor>* outputs) {
+  return bit_shift<false>(ctx, args, outputs);
+}
+
 Status pow(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
   return arith(ctx, args, outputs, "pow", "exponent", [](auto t) {
     using T = decltype(t);

@@ -10,6 +10,8 @@
 #define KILN_PORTABLE_KERNELS(X)                                                           \
   X(add, kF64) X(sub, kF64) X(mul, kF64) X(div, kF64) X(pow, kF64)                         \
   X(maximum, kF64) X(minimum, kF64) X(remainder, kF64) X(fmod, kF64)                       \
+  X(bitwise_left_shift, kAny) X(bitwise_right_shift, kAny) X(det, kF64)                     \
+  X(grid_sample, kF32)                                                                     \
   X(neg, kF64) X(abs, kF64) X(exp, kF32) X(log, kF32) X(sqrt, kF32) X(rsqrt, kF32)         \
   X(erf, kF32) X(sigmoid, kF32) X(tanh, kF32) X(relu, kF64) X(relu6, kF64) X(gelu, kF32)   \
   X(silu, kF32) X(hardswish, kF32) X(hardsigmoid, kF32) X(leaky_relu, kF32)                \

@@ -275,6 +275,8 @@ void convert_to(const Tensor& src, D* dst) {
     case DType::kI32: convert_loop(src.data_as<int32_t>(), dst, n); break;
     case DType::kI16: convert_loop(src.data_as<int16_t>(), dst, n); break;
     case DType::kU16: convert_loop(src.data_as<uint16_t>(), dst, n); break;
+    case DType::kU32: convert_loop(src.data_as<uint32_t>(), dst, n); break;
+    case DType::kU64: convert_loop(src.data_as<uint64_t>(), dst, n); break;
     case DType::kI8: convert_loop(src.data_as<int8_t>(), dst, n); break;
     case DType::kU8: convert_loop(src.data_as<uint8_t>(), dst, n); break;
     case DType::kBool: {

@@ -282,4 +282,59 @@ Status scaled_dot_product_attention(KernelContext& ctx, const KernelArgs& args,
   return Status::Ok();
 }
 
+// The determinant of each [n, n] matrix by LU decomposition with partial pivoting, in double.
+Status det(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, "det", "self"));
+  const Tensor& x = args.tensor(0);
+  const size_t r = x.rank();
+  if (r < 2 || x.dim(r - 1) != x.dim(r - 2)) {
+    return invalid_argument("det: self {}: expected [..., n, n] square matrices",
+                            format_shape(x.dtype(), x.shape()));
+  }
+  const int64_t n = x.dim(r - 1);
+  std::vector<int64_t> batch_shape(x.shape().begin(), x.shape().end() - 2);
+  Tensor out = ctx.allocate(x.dtype(), batch_shape);
+  const int64_t batch = out.numel();
+  bool ok = dispatch_arith(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    if constexpr (std::is_floating_point_v<T>) {
+      const T* src = x.data_as<T>();
+      T* dst = out.mutable_data_as<T>();
+      std::vector<double> a(static_cast<size_t>(n * n));
+      for (int64_t b = 0; b < batch; ++b) {
+        std::copy(src + b * n * n, src + (b + 1) * n * n, a.begin());
+        double d = 1;
+        for (int64_t k = 0; k < n && d != 0; ++k) {
+          int64_t p = k;
+          for (int64_t i = k + 1; i < n; ++i) {
+            if (std::abs(a[static_cast<size_t>(i * n + k)]) >
+                std::abs(a[static_cast<size_t>(p * n + k)]))
+              p = i;
+          }
+          const double pivot = a[static_cast<size_t>(p * n + k)];
+          if (pivot == 0) {
+            d = 0;
+            break;
+          }
+          if (p != k) {
+            std::swap_ranges(a.begin() + p * n, a.begin() + (p + 1) * n, a.begin() + k * n);
+            d = -d;
+          }
+          d *= pivot;
+          for (int64_t i = k + 1; i < n; ++i) {
+            const double f = a[static_cast<size_t>(i * n + k)] / pivot;
+            for (int64_t j = k + 1; j < n; ++j)
+              a[static_cast<size_t>(i * n + j)] -= f * a[static_cast<size_t>(k * n + j)];
+          }
+        }
+        dst[b] = static_cast<T>(d);
+      }
+    }
+  });
+  if (!ok || !is_floating(x.dtype()))
+    return unsupported("det: dtype {} is not supported", dtype_name(x.dtype()));
+  outputs->push_back(std::move(out));
+  return Status::Ok();
+}
+
 }  // namespace kiln::portable::k

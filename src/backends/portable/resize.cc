@@ -246,4 +246,153 @@ Status resize(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* o
   return Status::Ok();
 }
 
+namespace {
+
+// GridSample in 2-D as ONNX's reference (and torch's grid_sampler_2d) define it: a grid point
+// (x, y) in [-1, 1] maps to a pixel position, nearest rounds it half to even, border clamps
+// and reflection folds it into the image, and each tap outside the image reads zero (zeros),
+// the nearest edge pixel (border) or its reflection (reflection).
+struct GridSampler {
+  const float* img;  // one [H, W] plane
+  int64_t h, w;
+  bool align_corners;
+  enum class Pad { kZeros, kBorder, kReflection } pad;
+
+  double denormalize(double n, int64_t len) const {
+    return align_corners ? (n + 1) / 2 * static_cast<double>(len - 1)
+                         : ((n + 1) * static_cast<double>(len) - 1) / 2;
+  }
+  double low(int64_t) const { return align_corners ? 0.0 : -0.5; }
+  double high(int64_t len) const {
+    return align_corners ? static_cast<double>(len - 1) : static_cast<double>(len) - 0.5;
+  }
+
+  // Folds x into [lo, hi] by reflecting at the nearer edge until it lands inside.
+  static double reflect(double x, double lo, double hi) {
+    const double range = hi - lo;
+    if (range <= 0) return lo;
+    if (x < lo) {
+      const double dx = lo - x;
+      const auto n = static_cast<int64_t>(dx / range);
+      const double r = dx - static_cast<double>(n) * range;
+      return n % 2 == 0 ? lo + r : hi - r;
+    }
+    if (x > hi) {
+      const double dx = x - hi;
+      const auto n = static_cast<int64_t>(dx / range);
+      const double r = dx - static_cast<double>(n) * range;
+      return n % 2 == 0 ? hi - r : lo + r;
+    }
+    return x;
+  }
+
+  // The coordinate after border clamping or reflection (zeros leaves it as it is).
+  double clip(double x, int64_t len) const {
+    const double lo = low(len), hi = high(len);
+    if (x >= lo && x <= hi) return x;
+    if (pad == Pad::kBorder) return std::clamp(x, 0.0, static_cast<double>(len - 1));
+    if (pad == Pad::kReflection) return reflect(x, lo, hi);
+    return x;
+  }
+
+  // The index a tap at i reads, or -1 for zero.
+  int64_t index(int64_t i, int64_t len) const {
+    if (i >= 0 && i < len) return i;
+    if (pad == Pad::kZeros) return -1;
+    if (pad == Pad::kBorder) return std::clamp<int64_t>(i, 0, len - 1);
+    const auto r = static_cast<int64_t>(reflect(static_cast<double>(i), low(len), high(len)));
+    return std::clamp<int64_t>(r, 0, len - 1);
+  }
+
+  double at(int64_t y, int64_t x) const {
+    const int64_t iy = index(y, h), ix = index(x, w);
+    return iy < 0 || ix < 0 ? 0.0 : static_cast<double>(img[iy * w + ix]);
+  }
+
+  static void cubic_coeffs(double t, double c[4]) {
+    constexpr double A = -0.75;
+    const double x0 = t + 1, x1 = t, x2 = 1 - t, x3 = 2 - t;
+    c[0] = ((A * x0 - 5 * A) * x0 + 8 * A) * x0 - 4 * A;
+    c[1] = ((A + 2) * x1 - (A + 3)) * x1 * x1 + 1;
+    c[2] = ((A + 2) * x2 - (A + 3)) * x2 * x2 + 1;
+    c[3] = ((A * x3 - 5 * A) * x3 + 8 * A) * x3 - 4 * A;
+  }
+
+  float sample(const std::string& mode, double gx, double gy) const {
+    double x = denormalize(gx, w), y = denormalize(gy, h);
+    if (mode == "nearest") {
+      x = std::nearbyint(x);
+      y = std::nearbyint(y);
+    }
+    x = clip(x, w);
+    y = clip(y, h);
+    if (mode == "nearest")
+      return static_cast<float>(at(static_cast<int64_t>(y), static_cast<int64_t>(x)));
+    const double fx = std::floor(x), fy = std::floor(y);
+    const auto x0 = static_cast<int64_t>(fx), y0 = static_cast<int64_t>(fy);
+    const double tx = x - fx, ty = y - fy;
+    if (mode == "bilinear") {
+      const double top = (1 - tx) * at(y0, x0) + tx * at(y0, x0 + 1);
+      const double bottom = (1 - tx) * at(y0 + 1, x0) + tx * at(y0 + 1, x0 + 1);
+      return static_cast<float>((1 - ty) * top + ty * bottom);
+    }
+    double cx[4], cy[4];
+    cubic_coeffs(tx, cx);
+    cubic_coeffs(ty, cy);
+    double acc = 0;
+    for (int64_t i = 0; i < 4; ++i) {
+      double row = 0;
+      for (int64_t j = 0; j < 4; ++j) row += cx[j] * at(y0 - 1 + i, x0 - 1 + j);
+      acc += cy[i] * row;
+    }
+    return static_cast<float>(acc);
+  }
+};
+
+}  // namespace
+
+Status grid_sample(KernelContext& ctx, const KernelArgs& args, std::vector<Tensor>* outputs) {
+  KILN_RETURN_IF_ERROR(need_tensor(args, 0, "grid_sample", "self"));
+  KILN_RETURN_IF_ERROR(need_tensor(args, 1, "grid_sample", "grid"));
+  const Tensor& x = args.tensor(0);
+  const Tensor& grid = args.tensor(1);
+  if (x.rank() != 4 || grid.rank() != 4 || grid.dim(3) != 2 || grid.dim(0) != x.dim(0)) {
+    return invalid_argument(
+        "grid_sample: self {} and grid {}: expected [N, C, H, W] and [N, Ho, Wo, 2]",
+        format_shape(x.dtype(), x.shape()), format_shape(grid.dtype(), grid.shape()));
+  }
+  const std::string mode = args.attr_str("mode", "bilinear");
+  const std::string padding = args.attr_str("padding_mode", "zeros");
+  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic") {
+    return invalid_argument("grid_sample: mode '{}' (expected bilinear, nearest or bicubic)", mode);
+  }
+  GridSampler::Pad pad = GridSampler::Pad::kZeros;
+  if (padding == "border") {
+    pad = GridSampler::Pad::kBorder;
+  } else if (padding == "reflection") {
+    pad = GridSampler::Pad::kReflection;
+  } else if (padding != "zeros") {
+    return invalid_argument("grid_sample: padding_mode '{}' (expected zeros, border or reflection)",
+                            padding);
+  }
+  const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
+  const int64_t ho = grid.dim(1), wo = grid.dim(2);
+  Tensor out = ctx.allocate(DType::kF32, {n, c, ho, wo});
+  const float* src = x.data_as<float>();
+  const float* g = grid.data_as<float>();
+  float* dst = out.mutable_data_as<float>();
+  const bool align = args.attr_bool("align_corners", false);
+  parallel_range(ctx, n * c, grain_for(ho * wo * 8), [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const int64_t b = plane / c;
+      GridSampler s{src + plane * h * w, h, w, align, pad};
+      const float* gp = g + b * ho * wo * 2;
+      float* d = dst + plane * ho * wo;
+      for (int64_t i = 0; i < ho * wo; ++i) d[i] = s.sample(mode, gp[2 * i], gp[2 * i + 1]);
+    }
+  });
+  outputs->push_back(std::move(out));
+  return Status::Ok();
+}
+
 }  // namespace kiln::portable::k

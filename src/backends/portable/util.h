@@ -88,6 +88,8 @@ auto dispatch_all(DType dtype, F&& f) {
     case DType::kI32: return f(int32_t{});
     case DType::kI16: return f(int16_t{});
     case DType::kU16: return f(uint16_t{});
+    case DType::kU32: return f(uint32_t{});
+    case DType::kU64: return f(uint64_t{});
     case DType::kI8: return f(int8_t{});
     case DType::kU8: return f(uint8_t{});
     case DType::kBool: return f(uint8_t{});
@@ -108,6 +110,8 @@ bool dispatch_arith(DType dtype, F&& f) {
     case DType::kI32: f(int32_t{}); return true;
     case DType::kI16: f(int16_t{}); return true;
     case DType::kU16: f(uint16_t{}); return true;
+    case DType::kU32: f(uint32_t{}); return true;
+    case DType::kU64: f(uint64_t{}); return true;
     case DType::kI8: f(int8_t{}); return true;
     case DType::kU8: f(uint8_t{}); return true;
     default: return false;

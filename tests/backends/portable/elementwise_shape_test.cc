@@ -525,6 +525,33 @@ TEST(PortableKernels, ValueSizedOutputs) {
   EXPECT_EQ(values((*cols)[2]), (std::vector<double>{1, 0, 1}));
 }
 
+TEST(PortableKernels, ShiftsDeterminantAndGridSample) {
+  // Shifts wrap at the type's width; a shift by the width or more gives 0.
+  Tensor x = make(DType::kU32, {4}, {1, 0x80000001u, 12, 7});
+  Tensor s = make(DType::kU32, {4}, {31, 1, 2, 32});
+  EXPECT_EQ(values(Call("bitwise_left_shift").in(x).in(s).run()), (std::vector<double>{2147483648.0, 2, 48, 0}));
+  EXPECT_EQ(values(Call("bitwise_right_shift").in(x).in(s).run()), (std::vector<double>{0, 1073741824.0, 3, 0}));
+  Tensor neg = make(DType::kI8, {2}, {-64, -1});
+  EXPECT_EQ(values(Call("bitwise_right_shift").in(neg).in(make(DType::kI8, {2}, {3, 9})).run()),
+            (std::vector<double>{-8, -1}));
+  EXPECT_FALSE(Call("bitwise_left_shift").in(make(DType::kF32, {1}, {1})).in(make(DType::kF32, {1}, {1})).try_run().ok());
+  // det: a row swap flips the sign; a singular matrix gives 0.
+  Tensor m = make(DType::kF32, {3, 2, 2}, {1, 2, 3, 4, 0, 1, 1, 0, 2, 4, 1, 2});
+  EXPECT_EQ(values(Call("det").in(m).run()), (std::vector<double>{-2, -1, 0}));
+  // grid_sample on a 2x3 image: the corners (align_corners) and the middle of the top row.
+  Tensor img = make(DType::kF32, {1, 1, 2, 3}, {0, 1, 2, 3, 4, 5});
+  Tensor grid = make(DType::kF32, {1, 1, 3, 2}, {-1, -1, 1, 1, 0, -1});
+  EXPECT_EQ(values(Call("grid_sample").in(img).in(grid).attr("align_corners", true).run()),
+            (std::vector<double>{0, 5, 1}));
+  // Without align_corners (1, 1) is the outer corner of pixel (1, 2): a quarter of the bilinear
+  // weight is inside, the rest reads zeros; border padding reads the edge pixel instead.
+  EXPECT_EQ(values(Call("grid_sample").in(img).in(grid).run())[1], 1.25);
+  EXPECT_EQ(values(Call("grid_sample").in(img).in(grid).attr("padding_mode", std::string("border")).run())[1], 5);
+  // nearest rounds half to even: (2.5, 1.5) goes to (2, 2), outside the image.
+  EXPECT_EQ(values(Call("grid_sample").in(img).in(grid).attr("mode", std::string("nearest")).run()),
+            (std::vector<double>{0, 0, 1}));
+}
+
 TEST(PortableQuant, RoundHalfToEvenAndClamp) {
   Tensor x = make(DType::kF32, {8}, {0.5, 1.5, 2.5, -0.5, -1.5, 100, -100, 0.26});
   Tensor q = Call("quantize_per_tensor").in(x).attr("scale", 1.0).attr("zero_point", int64_t{0})

@@ -50,7 +50,9 @@ QnnDataType plain_type(DType dtype, bool fp16) {
     case DType::kI8: return QnnDataType::kInt8;
     case DType::kU8: return QnnDataType::kUInt8;
     case DType::kU16: return QnnDataType::kUInt16;
+    case DType::kU32: return QnnDataType::kUInt32;
     case DType::kBool: return QnnDataType::kBool8;
+    case DType::kU64: break;  // HTP has no 64-bit unsigned type
   }
   return QnnDataType::kUnknown;
 }
