@@ -863,13 +863,18 @@ Status convert_pool(Importer& im, bool is_max) {
   for (size_t i = 0; i < 4; ++i) wide |= pads[i] > (dilations[i % 2] * (kernel[i % 2] - 1) + 1) / 2;
   if (wide) {
     const std::vector<int64_t> list{pads[1], pads[3], pads[0], pads[2]};  // W then H
-    const double fill = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+    double fill = 0;  // max pools pad with the type's lowest value
+    if (is_max && is_floating(xs.dtype)) {
+      fill = -std::numeric_limits<double>::infinity();
+    } else if (auto range = integer_range(xs.dtype); is_max && range) {
+      fill = static_cast<double>(range->first);
+    }
     KILN_ASSIGN_OR_RETURN(x, im.call(OpId::kPad, {x}, {{"pad", list}, {"value", fill}}));
     if (!is_max && include_pad == 0) {
       KILN_ASSIGN_OR_RETURN(auto shape,
                             im.static_input_shape(0, "padding wider than half the window"));
       const int64_t h = one_d ? 1 : shape[2], w = shape.back();
-      Tensor ones(DType::kF32, {1, 1, h + pads[0] + pads[2], w + pads[1] + pads[3]});
+      Tensor ones(xs.dtype, {1, 1, h + pads[0] + pads[2], w + pads[1] + pads[3]});
       for (int64_t r = 0; r < h; ++r) {
         for (int64_t c = 0; c < w; ++c)
           ones.set_scalar_at((r + pads[0]) * ones.dim(3) + c + pads[1], 1);

@@ -257,6 +257,7 @@ struct GridSampler {
   int64_t h, w;
   bool align_corners;
   enum class Pad { kZeros, kBorder, kReflection } pad;
+  enum class Mode { kBilinear, kNearest, kBicubic } mode;
 
   double denormalize(double n, int64_t len) const {
     return align_corners ? (n + 1) / 2 * static_cast<double>(len - 1)
@@ -271,19 +272,13 @@ struct GridSampler {
   static double reflect(double x, double lo, double hi) {
     const double range = hi - lo;
     if (range <= 0) return lo;
-    if (x < lo) {
-      const double dx = lo - x;
-      const auto n = static_cast<int64_t>(dx / range);
-      const double r = dx - static_cast<double>(n) * range;
-      return n % 2 == 0 ? lo + r : hi - r;
-    }
-    if (x > hi) {
-      const double dx = x - hi;
-      const auto n = static_cast<int64_t>(dx / range);
-      const double r = dx - static_cast<double>(n) * range;
-      return n % 2 == 0 ? hi - r : lo + r;
-    }
-    return x;
+    if (x >= lo && x <= hi) return x;
+    // dx past the edge is k whole ranges and r: an even k ends at the same edge.
+    const double dx = x < lo ? lo - x : x - hi;
+    const double k = std::floor(dx / range), r = dx - k * range;
+    const bool same_edge = std::fmod(k, 2.0) == 0;
+    if (x < lo) return same_edge ? lo + r : hi - r;
+    return same_edge ? hi - r : lo + r;
   }
 
   // The coordinate after border clamping or reflection (zeros leaves it as it is).
@@ -318,20 +313,23 @@ struct GridSampler {
     c[3] = ((A * x3 - 5 * A) * x3 + 8 * A) * x3 - 4 * A;
   }
 
-  float sample(const std::string& mode, double gx, double gy) const {
+  float sample(double gx, double gy) const {
+    if (!std::isfinite(gx) || !std::isfinite(gy)) return 0;
     double x = denormalize(gx, w), y = denormalize(gy, h);
-    if (mode == "nearest") {
+    if (mode == Mode::kNearest) {
       x = std::nearbyint(x);
       y = std::nearbyint(y);
     }
-    x = clip(x, w);
-    y = clip(y, h);
-    if (mode == "nearest")
+    // Far outside the image every tap reads the same as a few pixels out: bounded so the
+    // integer conversions below stay defined.
+    x = std::clamp(clip(x, w), -8.0 - static_cast<double>(w), 8.0 + static_cast<double>(w));
+    y = std::clamp(clip(y, h), -8.0 - static_cast<double>(h), 8.0 + static_cast<double>(h));
+    if (mode == Mode::kNearest)
       return static_cast<float>(at(static_cast<int64_t>(y), static_cast<int64_t>(x)));
     const double fx = std::floor(x), fy = std::floor(y);
     const auto x0 = static_cast<int64_t>(fx), y0 = static_cast<int64_t>(fy);
     const double tx = x - fx, ty = y - fy;
-    if (mode == "bilinear") {
+    if (mode == Mode::kBilinear) {
       const double top = (1 - tx) * at(y0, x0) + tx * at(y0, x0 + 1);
       const double bottom = (1 - tx) * at(y0 + 1, x0) + tx * at(y0 + 1, x0 + 1);
       return static_cast<float>((1 - ty) * top + ty * bottom);
@@ -361,10 +359,16 @@ Status grid_sample(KernelContext& ctx, const KernelArgs& args, std::vector<Tenso
         "grid_sample: self {} and grid {}: expected [N, C, H, W] and [N, Ho, Wo, 2]",
         format_shape(x.dtype(), x.shape()), format_shape(grid.dtype(), grid.shape()));
   }
-  const std::string mode = args.attr_str("mode", "bilinear");
+  const std::string mode_name = args.attr_str("mode", "bilinear");
   const std::string padding = args.attr_str("padding_mode", "zeros");
-  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic") {
-    return invalid_argument("grid_sample: mode '{}' (expected bilinear, nearest or bicubic)", mode);
+  GridSampler::Mode mode = GridSampler::Mode::kBilinear;
+  if (mode_name == "nearest") {
+    mode = GridSampler::Mode::kNearest;
+  } else if (mode_name == "bicubic") {
+    mode = GridSampler::Mode::kBicubic;
+  } else if (mode_name != "bilinear") {
+    return invalid_argument("grid_sample: mode '{}' (expected bilinear, nearest or bicubic)",
+                            mode_name);
   }
   GridSampler::Pad pad = GridSampler::Pad::kZeros;
   if (padding == "border") {
@@ -385,10 +389,10 @@ Status grid_sample(KernelContext& ctx, const KernelArgs& args, std::vector<Tenso
   parallel_range(ctx, n * c, grain_for(ho * wo * 8), [&](int64_t begin, int64_t end) {
     for (int64_t plane = begin; plane < end; ++plane) {
       const int64_t b = plane / c;
-      GridSampler s{src + plane * h * w, h, w, align, pad};
+      GridSampler s{src + plane * h * w, h, w, align, pad, mode};
       const float* gp = g + b * ho * wo * 2;
       float* d = dst + plane * ho * wo;
-      for (int64_t i = 0; i < ho * wo; ++i) d[i] = s.sample(mode, gp[2 * i], gp[2 * i + 1]);
+      for (int64_t i = 0; i < ho * wo; ++i) d[i] = s.sample(gp[2 * i], gp[2 * i + 1]);
     }
   });
   outputs->push_back(std::move(out));

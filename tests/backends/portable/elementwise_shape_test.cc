@@ -550,6 +550,17 @@ TEST(PortableKernels, ShiftsDeterminantAndGridSample) {
   // nearest rounds half to even: (2.5, 1.5) goes to (2, 2), outside the image.
   EXPECT_EQ(values(Call("grid_sample").in(img).in(grid).attr("mode", std::string("nearest")).run()),
             (std::vector<double>{0, 0, 1}));
+  // A NaN grid point reads 0; points far outside fold back (reflection) or read zeros.
+  Tensor wild = make(DType::kF32, {1, 1, 3, 2}, {NAN, 0, 1e30, -1e30, -7, 3});
+  for (const char* padding : {"zeros", "border", "reflection"}) {
+    for (const char* mode : {"bilinear", "nearest", "bicubic"}) {
+      auto y = Call("grid_sample").in(img).in(wild).attr("padding_mode", std::string(padding))
+                   .attr("mode", std::string(mode)).try_run();
+      ASSERT_TRUE(y.ok()) << y.status().message();
+      EXPECT_EQ(values((*y)[0])[0], 0);
+      for (double v : values((*y)[0])) EXPECT_TRUE(std::isfinite(v)) << padding << " " << mode;
+    }
+  }
 }
 
 TEST(PortableQuant, RoundHalfToEvenAndClamp) {
