@@ -603,12 +603,9 @@ Status batch_norm_training(Importer& im, float eps) {
 
 Status convert_batch_norm(Importer& im) {
   KILN_ASSIGN_OR_RETURN(int64_t training, im.attr_int("training_mode", 0));
-  if (training) {
-    KILN_ASSIGN_OR_RETURN(float eps, im.attr_float("epsilon", 1e-5f));
-    return batch_norm_training(im, eps);
-  }
-  KILN_RETURN_IF_ERROR(no_extra_outputs(im, "running statistics"));
   KILN_ASSIGN_OR_RETURN(float eps, im.attr_float("epsilon", 1e-5f));
+  if (training) return batch_norm_training(im, eps);
+  KILN_RETURN_IF_ERROR(no_extra_outputs(im, "running statistics"));
   KILN_ASSIGN_OR_RETURN(Node * x, im.input(0));
   std::vector<Arg> args{x};
   for (size_t i = 1; i <= 4; ++i) {
@@ -1386,16 +1383,14 @@ Status convert_det(Importer& im) {
 Status convert_max_unpool(Importer& im) {
   KILN_ASSIGN_OR_RETURN(TensorSpec xs, im.input_spec(0));
   KILN_ASSIGN_OR_RETURN(auto in, im.static_input_shape(0, "the output shape is computed from it"));
-  const size_t n = in.size() < 3 ? 0 : in.size() - 2;
-  KILN_ASSIGN_OR_RETURN(auto kernel, im.attr_ints("kernel_shape"));
-  KILN_ASSIGN_OR_RETURN(auto strides, im.attr_ints("strides"));
-  KILN_ASSIGN_OR_RETURN(auto pads, im.attr_ints("pads"));
-  if (strides.empty()) strides.assign(n, 1);
-  if (pads.empty()) pads.assign(2 * n, 0);
-  if (n == 0 || kernel.size() != n || strides.size() != n || pads.size() != 2 * n) {
-    return invalid_argument("attributes kernel_shape, strides and pads do not fit X {}",
-                            xs.to_string());
-  }
+  if (in.size() < 3)
+    return invalid_argument("input 'X': got {}, expected [N, C, spatial...]", xs.to_string());
+  const size_t n = in.size() - 2;
+  KILN_ASSIGN_OR_RETURN(auto kernel, ints_or(im, "kernel_shape", {}, n));
+  KILN_ASSIGN_OR_RETURN(auto strides, ints_or(im, "strides", ones(n), n));
+  KILN_ASSIGN_OR_RETURN(auto pads, ints_or(im, "pads", std::vector<int64_t>(2 * n, 0), 2 * n));
+  KILN_RETURN_IF_ERROR(check_positive(kernel, "kernel_shape"));
+  KILN_RETURN_IF_ERROR(check_positive(strides, "strides"));
   std::vector<int64_t> shape{in[0], in[1]};
   int64_t total = in[0] * in[1];
   for (size_t d = 0; d < n; ++d) {

@@ -1058,6 +1058,48 @@ TEST(OnnxOps, ShiftsGridSampleDetReverseSequenceMaxUnpool) {
   EXPECT_EQ(outs[4]->spec().to_string(), "f32[1, 1, 4, 4]");
 }
 
+// Bad attributes of the new imports are errors that name the attribute.
+TEST(OnnxOps, ShiftsDftAndMaxUnpoolNameTheirBadAttributes) {
+  struct Case {
+    const char* op;
+    const char* attr;
+    std::vector<int64_t> value;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"DFT", "axis", {3}, "attribute 'axis': got 3, expected a signal axis in [1, 2]"},
+      {"MaxUnpool", "strides", {2, 2, 2}, "attribute 'strides' has 3 values, expected 2"},
+      {"MaxUnpool", "kernel_shape", {2, 0}, "attribute 'kernel_shape' has a non-positive value 0"},
+  };
+  for (const Case& c : cases) {
+    B b(17);
+    b.input("x", {1, 2, 2, 2}).input("i", {1, 2, 2, 2}, onnx::TensorProto::INT64);
+    auto& n = b.node(c.op, std::string(c.op) == "DFT" ? std::vector<std::string>{"x"}
+                                                       : std::vector<std::string>{"x", "i"},
+                     {"y"}, "n");
+    if (std::string(c.op) == "MaxUnpool" && std::string(c.attr) != "kernel_shape") {
+      B::attr_ints(n, "kernel_shape", {2, 2});
+    }
+    if (std::string(c.attr) == "axis") {
+      B::attr_int(n, c.attr, c.value[0]);
+    } else {
+      B::attr_ints(n, c.attr, c.value);
+    }
+    b.output("y");
+    auto p = import_model(b);
+    ASSERT_FALSE(p.ok()) << c.op;
+    EXPECT_THAT(p.status().message(), ::testing::HasSubstr(c.message)) << c.op;
+  }
+  B b(16);
+  b.input("a", {3}, onnx::TensorProto::UINT8).input("s", {3}, onnx::TensorProto::UINT8);
+  B::attr_str(b.node("BitShift", {"a", "s"}, {"y"}, "n"), "direction", "UP");
+  b.output("y");
+  auto p = import_model(b);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(),
+              ::testing::HasSubstr("attribute 'direction': got 'UP', expected LEFT or RIGHT"));
+}
+
 // Shape operands the model computes become ops that read them when the program runs; their
 // output dims are symbols named after the node.
 TEST(OnnxOps, RuntimeShapeOperandsReadWhenTheProgramRuns) {
